@@ -11,7 +11,9 @@ mod repr;
 mod tensor;
 mod then;
 
-pub use lens_impl::{Index, Path};
+pub use lens_impl::{
+    is_lens, law_get_put, law_put_get, law_put_put, Index, IndexPath, LensError, Path,
+};
 pub use repr::OpticRepr;
 pub use tensor::Tensor;
 pub use then::Then;
@@ -36,8 +38,10 @@ pub use then::Then;
 /// * [`Optic::APrime`]: what `right` returns (the seed's A′: the updated
 ///   whole for a lens, the input cotangent for AD).
 /// * [`Optic::Residual`]: the memory M passed from `left` to `right`.
-/// * [`Optic::Error`]: why `left` or `right` can fail; lenses use
-///   [`std::convert::Infallible`].
+/// * [`Optic::Error`]: why `left` or `right` can fail; the vector lenses
+///   [`Index`] and [`Path`] use [`LensError`], optics that cannot fail use
+///   [`std::convert::Infallible`]. Composites ([`Then`], [`Tensor`]) require
+///   one error type throughout.
 ///
 /// # Laws
 ///
@@ -51,6 +55,10 @@ pub use then::Then;
 /// * associativity: `(a.then(b)).then(c) ≅ a.then(b.then(c))`.
 ///
 /// `tests/optic_laws.rs` checks each law with proptest.
+///
+/// Lenses (optics with `A′ = A` and `B′ = B`, such as [`Index`] and
+/// [`Path`]) also satisfy get-put, put-get and put-put; see [`is_lens`] and
+/// `tests/lens_laws.rs`.
 ///
 /// # Example
 ///
@@ -160,9 +168,12 @@ pub trait Optic {
 /// let id = Id::<i32, i32>::new();
 /// assert_eq!(id.modify(3, |b| b * 2).unwrap(), 6);
 /// ```
-pub struct Id<T, TPrime = T, E = std::convert::Infallible>(
-    std::marker::PhantomData<fn(T, TPrime) -> (T, TPrime, E)>,
-);
+pub struct Id<T, TPrime = T, E = std::convert::Infallible>(IdMarker<T, TPrime, E>);
+
+/// The zero-sized marker inside [`Id`]: it mentions the type parameters
+/// without owning values of them, so `Id` is `Send`, `Sync` and `Copy`
+/// whatever they are.
+type IdMarker<T, TPrime, E> = std::marker::PhantomData<fn(T, TPrime) -> (T, TPrime, E)>;
 
 impl<T, TPrime, E> Id<T, TPrime, E> {
     /// The identity optic.
@@ -179,7 +190,7 @@ impl<T, TPrime, E> Default for Id<T, TPrime, E> {
 
 impl<T, TPrime, E> Clone for Id<T, TPrime, E> {
     fn clone(&self) -> Self {
-        Self::new()
+        *self
     }
 }
 

@@ -1,0 +1,545 @@
+//! Drivers: gradient, vjp, hvp, hessian and n-th derivatives, read off the
+//! optics that ∂⃖ᴺ builds (DESIGN.md §2, layer 6).
+//!
+//! Every driver traces the user's function once at the given point,
+//! builds the derived program by repeating ∂⃖ ([`crate::nest`]), fixes the
+//! seeds with [`Program::specialize`], and evaluates. The compiled drivers
+//! [`Gradient`] and [`Hvp`] keep their programs and re-evaluate them at new
+//! points without re-recording, re-tracing only where a guard fails.
+//!
+//! # NaN and ∞
+//!
+//! Values follow IEEE 754: a NaN in the input gives NaN in every result
+//! that depends on it; no driver rejects non-finite input. Derived programs
+//! use structural zeros (see [`crate::Builder`]): a cotangent that is known
+//! to be zero stays exactly zero even where a primal value is infinite.
+
+use std::ops::Add;
+
+use generic_array::{ArrayLength, GenericArray};
+use typenum::{Add1, Unsigned, B1};
+
+use crate::error::{Error, Result};
+use crate::functor::nested::{derivative_program, nest};
+use crate::functor::reverse::{split_stages, Stage};
+use crate::program::trace::{trace_captured, Traced, Tracer};
+use crate::program::{Program, Workspace};
+use crate::real::Real;
+
+fn check_nonempty(what: &'static str, n: usize) -> Result<()> {
+    if n == 0 {
+        Err(Error::EmptyInput(what))
+    } else {
+        Ok(())
+    }
+}
+
+fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected != got {
+        Err(Error::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// Traces at the primal values of `x`; returns the program with all inputs
+/// (point, then captures) as one block, and the evaluation inputs.
+fn trace_at<T: Real, F>(f: F, x: &[T]) -> Result<(Program, Vec<T>)>
+where
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+{
+    let xv: Vec<f64> = x.iter().map(|v| v.primal()).collect();
+    let Traced { program, captures } = trace_captured(f, &xv)?;
+    let mut inputs = x.to_vec();
+    for c in &captures {
+        inputs.push(T::from_tracer(*c).ok_or(Error::CapturedOutsideTrace(captures.len()))?);
+    }
+    Ok((program.flatten_blocks(), inputs))
+}
+
+/// The gradient program `x ↦ (f(x), ∇f(x))`: ∂⃖f with seed `ȳ = 1`.
+fn gradient_program(p: &Program, n: usize) -> Result<Program> {
+    let total = p.n_inputs();
+    let p1 = nest(p, 1)?; // inputs [x, d₁], outputs [y, r₁]
+    let mut fixed = vec![None; total];
+    fixed.push(Some(1.0));
+    let keep: Vec<usize> = (0..=n).collect();
+    p1.specialize(&fixed, &keep)
+}
+
+/// The Hessian-vector product program `(x, v) ↦ (f, ∇f, H v)`: ∂⃖²f with
+/// `d₁ = 1`, `d₂ = v`, `d₃ = 0` (DESIGN.md §3: `c₃` with `Δ″ = 0` gives
+/// `H v`). Directions for captured inputs are 0.
+fn hvp_program(p: &Program, n: usize) -> Result<Program> {
+    let total = p.n_inputs();
+    let p2 = nest(p, 2)?; // inputs [x, d₁, d₂, d₃], outputs [y, r₁, r₂, r₃]
+    let mut fixed = vec![None; total];
+    fixed.push(Some(1.0));
+    fixed.extend((0..total).map(|i| if i < n { None } else { Some(0.0) }));
+    fixed.push(Some(0.0));
+    // Outputs: y (0), r₁ = ∇ (1..=total), r₂ (total+1), r₃ = Hv (total+2..).
+    let mut keep: Vec<usize> = (0..=n).collect();
+    keep.extend((0..n).map(|i| total + 2 + i));
+    p2.specialize(&fixed, &keep)
+}
+
+/// Gradient `∇f(x)` of a scalar function.
+///
+/// Shapes: `x` has `n ≥ 1` entries; the result has `n`. `T` is `f64`, or a
+/// [`Tracer`] when differentiating inside traced code (nested AD: values of
+/// the enclosing trace that `f` closes over are captured, never confused
+/// with `x`'s perturbation).
+///
+/// # Errors
+///
+/// [`Error::EmptyInput`] for an empty `x`; [`Error::ForeignTracer`] if `f`
+/// used a tracer from a finished trace; [`Error::CapturedOutsideTrace`] if
+/// `f` closes over tracers but `T` is not [`Tracer`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{gradient, Real};
+///
+/// fn f<T: Real>(x: &[T]) -> T {
+///     x[0] * x[1] + x[1].exp()
+/// }
+/// let g = gradient(f, &[2.0, 0.5]).unwrap();
+/// assert_relative_eq!(g[0], 0.5);
+/// assert_relative_eq!(g[1], 2.0 + 0.5_f64.exp());
+/// ```
+pub fn gradient<T: Real, F>(f: F, x: &[T]) -> Result<Vec<T>>
+where
+    F: Fn(&[Tracer]) -> Tracer,
+{
+    check_nonempty("gradient", x.len())?;
+    let (p, inputs) = trace_at(|t| vec![f(t)], x)?;
+    let g = gradient_program(&p, x.len())?;
+    let mut out = g.eval(&inputs)?;
+    Ok(out.split_off(1))
+}
+
+/// Vector-Jacobian product: `(f(x), J_f(x)ᵀ ȳ)` for `f : ℝⁿ → ℝᵐ`: the
+/// right of ∂⃖f applied to `ȳ` (seed 000 §VI, eq. 25).
+///
+/// Shapes: `x` has `n ≥ 1` entries, `ybar` has `m` (the number of values
+/// `f` returns); the result is `(y, x̄)` with `m` and `n` entries.
+///
+/// # Errors
+///
+/// [`Error::EmptyInput`] for an empty `x`; [`Error::LengthMismatch`] if
+/// `ybar` does not have one entry per output of `f`; as [`gradient`]
+/// otherwise.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{vjp, Real};
+///
+/// fn f<T: Real>(x: &[T]) -> Vec<T> {
+///     vec![x[0] * x[1], x[0].sin()]
+/// }
+/// let (y, xbar) = vjp(f, &[2.0, 3.0], &[1.0, 10.0]).unwrap();
+/// assert_relative_eq!(y[0], 6.0);
+/// assert_relative_eq!(xbar[0], 3.0 + 10.0 * 2.0_f64.cos());
+/// assert_relative_eq!(xbar[1], 2.0);
+/// ```
+pub fn vjp<T: Real, F>(f: F, x: &[T], ybar: &[T]) -> Result<(Vec<T>, Vec<T>)>
+where
+    F: Fn(&[Tracer]) -> Vec<Tracer>,
+{
+    check_nonempty("vjp", x.len())?;
+    let (p, mut inputs) = trace_at(f, x)?;
+    let m = p.n_outputs();
+    check_len("vjp: output cotangent", m, ybar.len())?;
+    let total = p.n_inputs();
+    let joint = nest(&p, 1)?; // [x, ȳ] -> [y, x̄]
+    inputs.extend_from_slice(ybar);
+    let mut out = joint.eval(&inputs)?;
+    let mut xbar = out.split_off(m);
+    xbar.truncate(x.len());
+    debug_assert_eq!(out.len() + total - x.len() + xbar.len(), m + total);
+    Ok((out, xbar))
+}
+
+/// Hessian-vector product `H_f(x) v` of a scalar function, from the order-2
+/// bundle (DESIGN.md §3).
+///
+/// Shapes: `x` and `v` have `n ≥ 1` entries; so does the result.
+///
+/// # Errors
+///
+/// [`Error::EmptyInput`] for an empty `x`; [`Error::LengthMismatch`] if
+/// `v.len() != x.len()`; as [`gradient`] otherwise.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{hvp, Real};
+///
+/// fn f<T: Real>(x: &[T]) -> T {
+///     x[0] * x[0] * x[1]
+/// }
+/// // H = [[2x₁, 2x₀], [2x₀, 0]].
+/// let hv = hvp(f, &[1.0, 2.0], &[1.0, -1.0]).unwrap();
+/// assert_relative_eq!(hv[0], 4.0 - 2.0);
+/// assert_relative_eq!(hv[1], 2.0);
+/// ```
+pub fn hvp<T: Real, F>(f: F, x: &[T], v: &[T]) -> Result<Vec<T>>
+where
+    F: Fn(&[Tracer]) -> Tracer,
+{
+    check_nonempty("hvp", x.len())?;
+    check_len("hvp: direction", x.len(), v.len())?;
+    let (p, mut inputs) = trace_at(|t| vec![f(t)], x)?;
+    let n = x.len();
+    let h = hvp_program(&p, n)?;
+    inputs.extend_from_slice(v);
+    let out = h.eval(&inputs)?;
+    Ok(out[1 + n..].to_vec())
+}
+
+/// Dense Hessian `H_f(x)` of a scalar function, row by row, from `n`
+/// Hessian-vector products with the unit vectors (one traced program,
+/// evaluated `n` times).
+///
+/// Shapes: `x` has `n ≥ 1` entries; the result is `n` rows of `n`.
+///
+/// # Errors
+///
+/// As [`hvp`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{hessian, Real};
+///
+/// let h = hessian(|x| x[0].sin() * x[1], &[0.5, 2.0]).unwrap();
+/// assert_relative_eq!(h[0][0], -0.5_f64.sin() * 2.0);
+/// assert_relative_eq!(h[0][1], 0.5_f64.cos());
+/// assert_relative_eq!(h[1][0], 0.5_f64.cos());
+/// assert_relative_eq!(h[1][1], 0.0);
+/// ```
+pub fn hessian<F>(f: F, x: &[f64]) -> Result<Vec<Vec<f64>>>
+where
+    F: Fn(&[Tracer]) -> Tracer,
+{
+    let mut h = Hvp::new(f, x)?;
+    let n = x.len();
+    h.linearize(x)?;
+    let mut e = vec![0.0; n];
+    let mut rows = vec![vec![0.0; n]; n];
+    for (i, row) in rows.iter_mut().enumerate() {
+        e[i] = 1.0;
+        h.apply(&e, row)?;
+        e[i] = 0.0;
+    }
+    Ok(rows)
+}
+
+/// All derivatives `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` of a scalar function of one
+/// variable, read off the last closure of ∂⃖ᵏf for `k = 1 … N` with seeds
+/// `d_{2^j} = 1` and all others 0 (DESIGN.md §3).
+///
+/// Shapes: the result has `N + 1` entries. The work for order `k` grows
+/// like `2ᵏ` before simplification; orders up to about 8 are practical.
+///
+/// # Errors
+///
+/// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
+/// [`Error::CapturedOutsideTrace`] if it closes over tracers;
+/// [`Error::Layout`] for `N > 20`.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{derivative, Real};
+/// use typenum::U3;
+///
+/// let x = 0.4_f64;
+/// let d = derivative::<U3, _>(|x| x.sin(), x).unwrap();
+/// assert_relative_eq!(d[0], x.sin());
+/// assert_relative_eq!(d[1], x.cos());
+/// assert_relative_eq!(d[2], -x.sin());
+/// assert_relative_eq!(d[3], -x.cos());
+/// ```
+pub fn derivative<N, F>(f: F, x: f64) -> Result<GenericArray<f64, Add1<N>>>
+where
+    N: Unsigned + Add<B1>,
+    Add1<N>: ArrayLength,
+    F: Fn(Tracer) -> Tracer,
+{
+    let traced = trace_captured(|t| vec![f(t[0])], &[x])?;
+    if !traced.captures.is_empty() {
+        return Err(Error::CapturedOutsideTrace(traced.captures.len()));
+    }
+    let p = traced.program;
+    let mut out = GenericArray::<f64, Add1<N>>::default();
+    for (k, slot) in out.iter_mut().enumerate() {
+        let dk = derivative_program(&p, k)?;
+        *slot = dk.eval(&[x])?[0];
+    }
+    Ok(out)
+}
+
+/// A compiled gradient: traced once, evaluated at many points with no
+/// allocation, re-traced only where a recorded comparison (guard) fails.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{Gradient, Real};
+///
+/// fn f<T: Real>(x: &[T]) -> T {
+///     (x[0] * x[1]).sin()
+/// }
+/// let mut g = Gradient::new(f, &[1.0, 1.0]).unwrap();
+/// let mut grad = [0.0; 2];
+/// for k in 0..5 {
+///     let x = [0.1 * k as f64, 2.0];
+///     let y = g.eval(&x, &mut grad).unwrap();
+///     assert_relative_eq!(y, (x[0] * x[1]).sin());
+///     assert_relative_eq!(grad[0], x[1] * (x[0] * x[1]).cos());
+/// }
+/// ```
+pub struct Gradient<F> {
+    f: F,
+    n: usize,
+    program: Program,
+    ws: Workspace<f64>,
+    out: Vec<f64>,
+}
+
+impl<F> std::fmt::Debug for Gradient<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gradient")
+            .field("n", &self.n)
+            .field("program_len", &self.program.len())
+            .finish()
+    }
+}
+
+impl<F: Fn(&[Tracer]) -> Tracer> Gradient<F> {
+    /// Traces `f` at `x0` and builds its gradient program.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyInput`] for an empty `x0`; as [`gradient`] otherwise.
+    pub fn new(f: F, x0: &[f64]) -> Result<Self> {
+        check_nonempty("Gradient", x0.len())?;
+        let program = Self::build(&f, x0)?;
+        Ok(Gradient {
+            f,
+            n: x0.len(),
+            out: vec![0.0; x0.len() + 1],
+            program,
+            ws: Workspace::new(),
+        })
+    }
+
+    fn build(f: &F, x: &[f64]) -> Result<Program> {
+        let (p, _) = trace_at(|t| vec![f(t)], x)?;
+        gradient_program(&p, x.len())
+    }
+
+    /// The gradient program `x ↦ (f(x), ∇f(x))`.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// Evaluates `f(x)` and writes `∇f(x)` into `grad`.
+    ///
+    /// Shapes: `x` and `grad` have `n` entries (the length of `x0`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] for wrong lengths; errors of re-tracing.
+    pub fn eval(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
+        check_len("Gradient: x", self.n, x.len())?;
+        check_len("Gradient: grad", self.n, grad.len())?;
+        match self.program.eval_with(&mut self.ws, x, &mut self.out) {
+            Err(Error::GuardFailed { .. }) => {
+                self.program = Self::build(&self.f, x)?;
+                self.program.eval_with(&mut self.ws, x, &mut self.out)?;
+            }
+            other => other?,
+        }
+        grad.copy_from_slice(&self.out[1..]);
+        Ok(self.out[0])
+    }
+}
+
+/// A compiled Hessian-vector product, split as an optic: [`Hvp::linearize`]
+/// runs the left (the primal, the gradient, and the residual the products
+/// need) once at `x`; [`Hvp::apply`] runs the right for each direction `v`.
+///
+/// Built from ∂⃖²f with `d₁ = 1`, `d₃ = 0` (DESIGN.md §3), split into the
+/// stage that depends on `x` only and the stage that depends on `v`.
+/// Steady-state calls do not allocate.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{Hvp, Real};
+///
+/// fn f<T: Real>(x: &[T]) -> T {
+///     x[0].powi(3) + x[0] * x[1]
+/// }
+/// let mut h = Hvp::new(f, &[1.0, 1.0]).unwrap();
+/// let mut grad = [0.0; 2];
+/// let y = h.linearize_with_gradient(&[2.0, 3.0], &mut grad).unwrap();
+/// assert_relative_eq!(y, 14.0);
+/// assert_relative_eq!(grad[0], 15.0);
+/// let mut hv = [0.0; 2];
+/// h.apply(&[1.0, 0.0], &mut hv).unwrap(); // first Hessian column
+/// assert_relative_eq!(hv[0], 12.0);
+/// assert_relative_eq!(hv[1], 1.0);
+/// ```
+pub struct Hvp<F> {
+    f: F,
+    n: usize,
+    left: Stage,
+    right: Stage,
+    ws_left: Workspace<f64>,
+    ws_right: Workspace<f64>,
+    left_out: Vec<f64>,
+    right_in: Vec<f64>,
+    right_out: Vec<f64>,
+    linearized: bool,
+}
+
+impl<F> std::fmt::Debug for Hvp<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hvp")
+            .field("n", &self.n)
+            .field("left_len", &self.left.program.len())
+            .field("right_len", &self.right.program.len())
+            .field("residual", &self.left.residual_out)
+            .finish()
+    }
+}
+
+impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
+    /// Traces `f` at `x0` and builds the split Hessian-vector program.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyInput`] for an empty `x0`; as [`gradient`] otherwise.
+    pub fn new(f: F, x0: &[f64]) -> Result<Self> {
+        check_nonempty("Hvp", x0.len())?;
+        let (left, right) = Self::build(&f, x0)?;
+        let n = x0.len();
+        Ok(Hvp {
+            f,
+            n,
+            left_out: vec![0.0; left.program.n_outputs()],
+            right_in: vec![0.0; right.program.n_inputs()],
+            right_out: vec![0.0; n],
+            left,
+            right,
+            ws_left: Workspace::new(),
+            ws_right: Workspace::new(),
+            linearized: false,
+        })
+    }
+
+    fn build(f: &F, x: &[f64]) -> Result<(Stage, Stage)> {
+        let (p, _) = trace_at(|t| vec![f(t)], x)?;
+        let n = x.len();
+        let mut h = hvp_program(&p, n)?;
+        h.input_blocks = vec![n, n];
+        h.output_blocks = vec![1 + n, n];
+        let mut st = split_stages(&h, &[0, 1], &[0, 1], 2)?.into_iter();
+        match (st.next(), st.next()) {
+            (Some(l), Some(r)) => Ok((l, r)),
+            _ => Err(Error::Layout("Hvp: expected two stages".into())),
+        }
+    }
+
+    /// Length of the residual kept between [`Hvp::linearize`] and
+    /// [`Hvp::apply`].
+    pub fn residual_len(&self) -> usize {
+        self.left.residual_out
+    }
+
+    /// The left program `x ↦ (f, ∇f, m)` and right program `(m, v) ↦ Hv`.
+    pub fn programs(&self) -> (&Program, &Program) {
+        (&self.left.program, &self.right.program)
+    }
+
+    /// Moves the linearisation point to `x`; returns `f(x)`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless `x` has `n` entries; errors of
+    /// re-tracing where a guard fails.
+    pub fn linearize(&mut self, x: &[f64]) -> Result<f64> {
+        check_len("Hvp: x", self.n, x.len())?;
+        match self
+            .left
+            .program
+            .eval_with(&mut self.ws_left, x, &mut self.left_out)
+        {
+            Err(Error::GuardFailed { .. }) => {
+                let (l, r) = Self::build(&self.f, x)?;
+                self.left_out = vec![0.0; l.program.n_outputs()];
+                self.right_in = vec![0.0; r.program.n_inputs()];
+                self.left = l;
+                self.right = r;
+                self.left
+                    .program
+                    .eval_with(&mut self.ws_left, x, &mut self.left_out)?;
+            }
+            other => other?,
+        }
+        let res = &self.left_out[1 + self.n..];
+        self.right_in[..res.len()].copy_from_slice(res);
+        self.linearized = true;
+        Ok(self.left_out[0])
+    }
+
+    /// As [`Hvp::linearize`], also writing `∇f(x)` into `grad`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Hvp::linearize`]; [`Error::LengthMismatch`] for `grad`.
+    pub fn linearize_with_gradient(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
+        check_len("Hvp: grad", self.n, grad.len())?;
+        let y = self.linearize(x)?;
+        grad.copy_from_slice(&self.left_out[1..=self.n]);
+        Ok(y)
+    }
+
+    /// Writes `H_f(x) v` into `out`, at the point of the last
+    /// [`Hvp::linearize`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless `v` and `out` have `n` entries;
+    /// [`Error::Layout`] if called before any `linearize`.
+    pub fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
+        check_len("Hvp: v", self.n, v.len())?;
+        check_len("Hvp: out", self.n, out.len())?;
+        if !self.linearized {
+            return Err(Error::Layout("Hvp::apply before Hvp::linearize".into()));
+        }
+        let r = self.left.residual_out;
+        self.right_in[r..].copy_from_slice(v);
+        self.right
+            .program
+            .eval_with(&mut self.ws_right, &self.right_in, &mut self.right_out)?;
+        out.copy_from_slice(&self.right_out);
+        Ok(())
+    }
+}

@@ -1,0 +1,242 @@
+//! ∂⃖ᴺ in the nested-closure encoding (seed 000 §VII.B, Snippets 15, 17,
+//! 20; DESIGN.md §3).
+
+use std::marker::PhantomData;
+use std::ops::{Add, Shl, Sub};
+
+use typenum::{Add1, IsLess, Shleft, Sub1, True, Unsigned, B1, U0, U1};
+
+use super::reverse::{reverse_joint, split_stages, Stage};
+use crate::error::{Error, Result};
+use crate::program::Program;
+
+/// The order-`order` bundle program `P_order(x; d₁ … d_K) → (y, r₁ … r_K)`
+/// with `K = 2^order − 1`, built by applying ∂⃖ `order` times.
+///
+/// `P₀ = p`. `P_{n+1}` is the joint program of ∂⃖P_n (see
+/// [`super::reverse::reverse_joint`]) with its blocks put in the order of
+/// DESIGN.md §3: inputs `[x, d₁…d_K, r̄_K … r̄₁, ȳ]`, outputs
+/// `[y, r₁…r_K, d̄_K … d̄₁, x̄]`. Closure `k` takes `d_k` and returns `r_k`,
+/// and `r_k` depends only on `x` and `d₁ … d_k`.
+///
+/// Shapes: for `p : ℝⁿ → ℝᵐ` the widths alternate: `d₁` has `m` entries and
+/// `r₁` has `n`; closure `k`'s input has the width of the output of closure
+/// `k − 1`'s partner, as the blocks record ([`Program::input_blocks`]).
+///
+/// # Errors
+///
+/// [`Error::Layout`] for an order above 20 (the bundle would have over a
+/// million closures).
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::{nest, trace, Real};
+///
+/// let p = trace(|x| vec![x[0].sin()], &[0.3]).unwrap();
+/// let p2 = nest(&p, 2).unwrap();
+/// assert_eq!(p2.input_blocks().len(), 4); // x, d₁, d₂, d₃
+/// ```
+pub fn nest(p: &Program, order: usize) -> Result<Program> {
+    if order > 20 {
+        return Err(Error::Layout(format!("nest: order {order} is too high")));
+    }
+    let mut cur = p.flatten_blocks();
+    for n in 0..order {
+        let k = (1usize << n) - 1;
+        let joint = reverse_joint(&cur);
+        // Joint blocks: [x, d₁..d_K, ȳ, r̄₁..r̄_K] / [y, r₁..r_K, x̄, d̄₁..d̄_K].
+        let mut perm: Vec<usize> = (0..=k).collect();
+        perm.extend((k + 2..=2 * k + 1).rev());
+        perm.push(k + 1);
+        cur = joint.permute_blocks(&perm, &perm)?;
+    }
+    Ok(cur)
+}
+
+/// A straight-line program for the `k`-th derivative of a scalar function
+/// of one variable: `P_k` with seeds `d_{2^j} = 1` (`j < k`) and every other
+/// `d_i = 0`, keeping only its last output (DESIGN.md §3: at order 3,
+/// `e₁ = e₂ = e₄ = 1` and the last closure returns `f‴`).
+///
+/// # Errors
+///
+/// [`Error::Layout`] unless `p` has one input and one output.
+pub(crate) fn derivative_program(p: &Program, k: usize) -> Result<Program> {
+    if p.n_inputs != 1 || p.outputs.len() != 1 {
+        return Err(Error::Layout(format!(
+            "derivative: needs a scalar function of one variable, got {} inputs and {} outputs",
+            p.n_inputs,
+            p.outputs.len()
+        )));
+    }
+    if k == 0 {
+        return Ok(p.flatten_blocks());
+    }
+    let pk = nest(p, k)?;
+    let closures = (1usize << k) - 1;
+    let mut fixed = vec![None];
+    fixed.extend((1..=closures).map(|i| Some(if i.is_power_of_two() { 1.0 } else { 0.0 })));
+    pk.specialize(&fixed, &[closures])
+}
+
+/// The number of closures of an order-`N` bundle, `2ᴺ − 1`, as a type.
+pub type Closures<N> = Sub1<Shleft<U1, N>>;
+
+/// The order-`N` optic ∂⃖ᴺf of a program, split into its primal stage and
+/// its `2ᴺ − 1` nested closures (DESIGN.md §3).
+///
+/// Stage 0 maps `x` to `y`; closure `k` (stage `k`) maps `d_k` to `r_k`.
+/// Each stage is a [`Program`] that also takes the residual of the stages
+/// before it and hands its own to the next: the closure captures of
+/// Snippet 15, made explicit.
+///
+/// The order is a typenum so that the closure levels are typed: see
+/// [`Level`]. Calling past the last closure does not compile:
+///
+/// ```compile_fail
+/// use optic_ad::{trace, Nested, Real};
+/// use typenum::U1;
+///
+/// let p = trace(|x| vec![x[0].sin()], &[0.3]).unwrap();
+/// let n = Nested::<U1>::new(&p).unwrap();
+/// let (_y, l0) = n.primal(&[0.3]).unwrap();
+/// let (_r1, l1) = l0.call(&[1.0]).unwrap();
+/// let _ = l1.call(&[1.0]); // order 1 has one closure: no second call
+/// ```
+///
+/// # Example
+///
+/// Snippet 15 of seed 000, ∂⃖² sin:
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{trace, Nested, Real};
+/// use typenum::U2;
+///
+/// let x = 0.7_f64;
+/// let p = trace(|x| vec![x[0].sin()], &[x]).unwrap();
+/// let n = Nested::<U2>::new(&p).unwrap();
+/// assert_eq!(Nested::<U2>::closures(), 3);
+/// let (y, l0) = n.primal(&[x]).unwrap();
+/// assert_relative_eq!(y[0], x.sin());
+/// let (d, dp, ddp) = (1.5, 0.5, 2.0);
+/// let (r1, l1) = l0.call(&[d]).unwrap(); // Δ cos x
+/// assert_relative_eq!(r1[0], d * x.cos());
+/// let (r2, l2) = l1.call(&[dp]).unwrap(); // Δ′ cos x
+/// assert_relative_eq!(r2[0], dp * x.cos());
+/// let (r3, _) = l2.call(&[ddp]).unwrap(); // Δ″ cos x + Δ′Δ(−sin x)
+/// assert_relative_eq!(r3[0], ddp * x.cos() - dp * d * x.sin());
+/// ```
+#[derive(Clone, Debug)]
+pub struct Nested<N> {
+    stages: Vec<Stage>,
+    _order: PhantomData<N>,
+}
+
+impl<N: Unsigned> Nested<N> {
+    /// Builds ∂⃖ᴺ of `p` and splits it into stages.
+    ///
+    /// # Errors
+    ///
+    /// Those of [`nest`]; [`Error::NotCausal`] would mean a bug in the
+    /// transform.
+    pub fn new(p: &Program) -> Result<Self> {
+        let order = N::to_usize();
+        let pn = nest(p, order)?;
+        let k = (1usize << order) - 1;
+        let stage_ids: Vec<usize> = (0..=k).collect();
+        let stages = split_stages(&pn, &stage_ids, &stage_ids, k + 1)?;
+        Ok(Nested {
+            stages,
+            _order: PhantomData,
+        })
+    }
+
+    /// The number of nested closures, `2ᴺ − 1`.
+    pub fn closures() -> usize {
+        (1usize << N::to_usize()) - 1
+    }
+
+    /// The stages: index 0 is the primal, index `k` is closure `k`.
+    pub fn stages(&self) -> &[Stage] {
+        &self.stages
+    }
+
+    /// Runs the primal stage at `x`, returning `y` and the first level.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] for a wrong `x` length;
+    /// [`Error::GuardFailed`] where a traced branch no longer holds.
+    pub fn primal(&self, x: &[f64]) -> Result<(Vec<f64>, Level<'_, N, U0>)> {
+        let (y, residual) = run_stage(&self.stages[0], Vec::new(), x)?;
+        Ok((
+            y,
+            Level {
+                nested: self,
+                residual,
+                _level: PhantomData,
+            },
+        ))
+    }
+}
+
+fn run_stage(stage: &Stage, residual: Vec<f64>, own: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+    if own.len() != stage.own_inputs {
+        return Err(Error::LengthMismatch {
+            what: "closure input",
+            expected: stage.own_inputs,
+            got: own.len(),
+        });
+    }
+    let mut inp = residual;
+    inp.extend_from_slice(own);
+    let mut out = stage.program.eval(&inp)?;
+    let res = out.split_off(stage.own_outputs);
+    Ok((out, res))
+}
+
+/// The state of an order-`N` bundle after `L` of its closures have been
+/// called: it holds the residual the remaining closures capture.
+///
+/// [`Level::call`] exists only while `L < 2ᴺ − 1`.
+#[derive(Debug)]
+pub struct Level<'a, N, L> {
+    nested: &'a Nested<N>,
+    residual: Vec<f64>,
+    _level: PhantomData<L>,
+}
+
+impl<'a, N, L> Level<'a, N, L>
+where
+    N: Unsigned,
+    U1: Shl<N>,
+    Shleft<U1, N>: Sub<B1>,
+    Closures<N>: Unsigned,
+    L: Unsigned + IsLess<Closures<N>, Output = True> + Add<B1>,
+    Add1<L>: Unsigned,
+{
+    /// Calls closure `L + 1` with its input `d`, returning its output `r`
+    /// and the next level.
+    ///
+    /// Shapes: `d` has the width of input block `L + 1` of the bundle
+    /// program, `r` that of output block `L + 1`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] for a wrong `d` length.
+    #[allow(clippy::type_complexity)]
+    pub fn call(self, d: &[f64]) -> Result<(Vec<f64>, Level<'a, N, Add1<L>>)> {
+        let stage = &self.nested.stages[L::to_usize() + 1];
+        let (r, residual) = run_stage(stage, self.residual, d)?;
+        Ok((
+            r,
+            Level {
+                nested: self.nested,
+                residual,
+                _level: PhantomData,
+            },
+        ))
+    }
+}

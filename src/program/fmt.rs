@@ -1,0 +1,64 @@
+//! Readable printing of programs, in the spirit of the Knossos demo of seed
+//! 004 §9.
+
+use std::fmt;
+
+use super::ir::{Op, Program};
+
+impl fmt::Display for Program {
+    /// Prints one instruction per line, e.g.
+    ///
+    /// ```text
+    /// program (x0, x1) -> (%4)
+    ///   %2 = sin x0
+    ///   %3 = 2
+    ///   %4 = %2 * x1
+    ///   return %4
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = |i: usize| -> String {
+            match self.ops[i] {
+                Op::Input(k) => format!("x{k}"),
+                _ => format!("%{i}"),
+            }
+        };
+        let v = |x: super::ir::Var| name(x.index());
+        let ins: Vec<String> = (0..self.n_inputs).map(|k| format!("x{k}")).collect();
+        let outs: Vec<String> = self.outputs.iter().map(|&o| v(o)).collect();
+        writeln!(f, "program ({}) -> ({})", ins.join(", "), outs.join(", "))?;
+        for (i, op) in self.ops.iter().enumerate() {
+            let rhs = match *op {
+                Op::Input(_) => continue,
+                Op::Const(c) => format!("{c}"),
+                Op::Add(a, b) => format!("{} + {}", v(a), v(b)),
+                Op::Sub(a, b) => format!("{} - {}", v(a), v(b)),
+                Op::Mul(a, b) => format!("{} * {}", v(a), v(b)),
+                Op::Div(a, b) => format!("{} / {}", v(a), v(b)),
+                Op::Neg(a) => format!("-{}", v(a)),
+                Op::Sin(a) => format!("sin {}", v(a)),
+                Op::Cos(a) => format!("cos {}", v(a)),
+                Op::Exp(a) => format!("exp {}", v(a)),
+                Op::Ln(a) => format!("ln {}", v(a)),
+                Op::Sqrt(a) => format!("sqrt {}", v(a)),
+                Op::Tanh(a) => format!("tanh {}", v(a)),
+                Op::Powi(a, n) => format!("{} ^ {n}", v(a)),
+                Op::Select(c, a, b) => format!("select({} > 0, {}, {})", v(c), v(a), v(b)),
+                Op::Custom(r, a) => {
+                    let nm = self.rules.get(r as usize).map(|r| r.name().to_string());
+                    format!("{} {}", nm.unwrap_or_else(|| format!("rule#{r}")), v(a))
+                }
+            };
+            writeln!(f, "  %{i} = {rhs}")?;
+        }
+        for g in &self.guards {
+            let rel = match g.ordering {
+                Some(std::cmp::Ordering::Less) => "<",
+                Some(std::cmp::Ordering::Equal) => "==",
+                Some(std::cmp::Ordering::Greater) => ">",
+                None => "unordered with",
+            };
+            writeln!(f, "  guard {} {rel} {}", v(g.a), v(g.b))?;
+        }
+        write!(f, "  return {}", outs.join(", "))
+    }
+}

@@ -1,0 +1,227 @@
+//! Passes over programs: dead-code elimination, specialisation (partial
+//! evaluation with folding and CSE), block permutation and composition.
+
+use super::ir::{Builder, Op, Program, Var};
+use crate::error::{Error, Result};
+
+impl Program {
+    /// Copies `self` into `b`, mapping input `k` to `inputs[k]`; returns the
+    /// value map (old instruction index → new value). Guards are copied.
+    pub(crate) fn inline_into(&self, b: &mut Builder, inputs: &[Var]) -> Vec<Var> {
+        let rule_ids: Vec<u32> = self.rules.iter().map(|r| b.register_rule(r)).collect();
+        let mut map: Vec<Var> = Vec::with_capacity(self.ops.len());
+        for op in &self.ops {
+            let v = match *op {
+                Op::Input(k) => inputs[k as usize],
+                Op::Custom(r, a) => b.push(Op::Custom(rule_ids[r as usize], map[a.index()])),
+                ref other => b.push(other.map_operands(|o| map[o.index()])),
+            };
+            map.push(v);
+        }
+        for g in &self.guards {
+            b.guard(map[g.a.index()], map[g.b.index()], g.ordering);
+        }
+        map
+    }
+
+    /// Removes instructions that neither an output nor a guard needs.
+    /// Inputs are kept, so the program's signature does not change.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::Builder;
+    ///
+    /// let mut b = Builder::new();
+    /// let x = b.input();
+    /// let _unused = b.sin(x);
+    /// let y = b.exp(x);
+    /// let p = b.finish(&[y]).dce();
+    /// assert_eq!(p.len(), 2);
+    /// ```
+    pub fn dce(&self) -> Program {
+        let n = self.ops.len();
+        let mut live = vec![false; n];
+        for v in &self.outputs {
+            live[v.index()] = true;
+        }
+        for g in &self.guards {
+            live[g.a.index()] = true;
+            live[g.b.index()] = true;
+        }
+        for i in (0..n).rev() {
+            if live[i] || matches!(self.ops[i], Op::Input(_)) {
+                live[i] = true;
+                for o in self.ops[i].operands() {
+                    live[o.index()] = true;
+                }
+            }
+        }
+        let mut map = vec![Var(0); n];
+        let mut ops = Vec::with_capacity(n);
+        for i in 0..n {
+            if live[i] {
+                map[i] = Var(ops.len() as u32);
+                ops.push(self.ops[i].map_operands(|o| map[o.index()]));
+            }
+        }
+        let mut p = self.clone();
+        p.ops = ops;
+        p.outputs = self.outputs.iter().map(|v| map[v.index()]).collect();
+        for g in &mut p.guards {
+            g.a = map[g.a.index()];
+            g.b = map[g.b.index()];
+        }
+        p
+    }
+
+    /// Partial evaluation: input `k` becomes the constant `c` where
+    /// `fixed[k] == Some(c)`; only the outputs listed in `keep` (indices
+    /// into the outputs) remain. The result is rebuilt through the
+    /// [`Builder`] (folding, structural zeros, CSE) and cleaned with
+    /// [`Program::dce`]. It has one input block (the free inputs, in
+    /// order) and one output block.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `fixed` does not have one entry per
+    /// input; [`Error::Layout`] if `keep` names an output that does not
+    /// exist.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{trace, Real};
+    ///
+    /// let p = trace(|x| vec![x[0] * x[1], x[0] + x[1]], &[1.0, 2.0]).unwrap();
+    /// let q = p.specialize(&[None, Some(3.0)], &[0]).unwrap();
+    /// assert_eq!(q.n_inputs(), 1);
+    /// assert_eq!(q.eval(&[2.0]).unwrap(), vec![6.0]);
+    /// ```
+    pub fn specialize(&self, fixed: &[Option<f64>], keep: &[usize]) -> Result<Program> {
+        if fixed.len() != self.n_inputs {
+            return Err(Error::LengthMismatch {
+                what: "specialize: fixed inputs",
+                expected: self.n_inputs,
+                got: fixed.len(),
+            });
+        }
+        if let Some(&bad) = keep.iter().find(|&&k| k >= self.outputs.len()) {
+            return Err(Error::Layout(format!(
+                "specialize: output {bad} of {}",
+                self.outputs.len()
+            )));
+        }
+        let mut b = Builder::new();
+        let inputs: Vec<Var> = fixed
+            .iter()
+            .map(|f| match f {
+                Some(c) => b.constant(*c),
+                None => b.input(),
+            })
+            .collect();
+        let map = self.inline_into(&mut b, &inputs);
+        let outs: Vec<Var> = keep.iter().map(|&k| map[self.outputs[k].index()]).collect();
+        Ok(b.finish(&outs).dce())
+    }
+
+    /// Reorders the input and output blocks: new input block `j` is old
+    /// block `input_perm[j]`, and likewise for outputs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Layout`] if either argument is not a permutation of the
+    /// block indices.
+    pub fn permute_blocks(&self, input_perm: &[usize], output_perm: &[usize]) -> Result<Program> {
+        fn is_perm(p: &[usize], n: usize) -> bool {
+            let mut seen = vec![false; n];
+            p.len() == n
+                && p.iter()
+                    .all(|&i| i < n && !std::mem::replace(&mut seen[i], true))
+        }
+        if !is_perm(input_perm, self.input_blocks.len())
+            || !is_perm(output_perm, self.output_blocks.len())
+        {
+            return Err(Error::Layout("permute_blocks: not a permutation".into()));
+        }
+        let starts = |w: &[usize]| -> Vec<usize> {
+            w.iter()
+                .scan(0, |acc, &x| {
+                    let s = *acc;
+                    *acc += x;
+                    Some(s)
+                })
+                .collect()
+        };
+        let in_starts = starts(&self.input_blocks);
+        let mut new_index = vec![0u32; self.n_inputs];
+        let mut next = 0u32;
+        for &blk in input_perm {
+            for i in 0..self.input_blocks[blk] {
+                new_index[in_starts[blk] + i] = next;
+                next += 1;
+            }
+        }
+        let out_starts = starts(&self.output_blocks);
+        let mut outputs = Vec::with_capacity(self.outputs.len());
+        for &blk in output_perm {
+            outputs.extend_from_slice(
+                &self.outputs[out_starts[blk]..out_starts[blk] + self.output_blocks[blk]],
+            );
+        }
+        let mut p = self.clone();
+        for op in &mut p.ops {
+            if let Op::Input(k) = op {
+                *k = new_index[*k as usize];
+            }
+        }
+        p.outputs = outputs;
+        p.input_blocks = input_perm.iter().map(|&i| self.input_blocks[i]).collect();
+        p.output_blocks = output_perm.iter().map(|&i| self.output_blocks[i]).collect();
+        Ok(p)
+    }
+
+    /// Sequential composition of programs, `next ∘ self`: the outputs of
+    /// `self` feed the inputs of `next`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `self` has a different number of outputs
+    /// than `next` has inputs.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{trace, Real};
+    ///
+    /// let f = trace(|x| vec![x[0] * 2.0], &[1.0]).unwrap();
+    /// let g = trace(|y| vec![y[0].exp()], &[1.0]).unwrap();
+    /// let gf = f.then(&g).unwrap();
+    /// assert_eq!(gf.eval(&[0.5]).unwrap()[0], 1.0_f64.exp());
+    /// ```
+    pub fn then(&self, next: &Program) -> Result<Program> {
+        if self.outputs.len() != next.n_inputs {
+            return Err(Error::LengthMismatch {
+                what: "program composition",
+                expected: next.n_inputs,
+                got: self.outputs.len(),
+            });
+        }
+        let mut b = Builder::new();
+        let inputs: Vec<Var> = (0..self.n_inputs).map(|_| b.input()).collect();
+        let m1 = self.inline_into(&mut b, &inputs);
+        let mid: Vec<Var> = self.outputs.iter().map(|v| m1[v.index()]).collect();
+        let m2 = next.inline_into(&mut b, &mid);
+        let outs: Vec<Var> = next.outputs.iter().map(|v| m2[v.index()]).collect();
+        Ok(b.finish_blocks(&outs, self.input_blocks.clone(), next.output_blocks.clone()))
+    }
+
+    /// The same program with all inputs as one block and all outputs as one
+    /// block.
+    pub fn flatten_blocks(&self) -> Program {
+        let mut p = self.clone();
+        p.input_blocks = vec![self.n_inputs];
+        p.output_blocks = vec![self.outputs.len()];
+        p
+    }
+}

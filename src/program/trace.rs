@@ -1,0 +1,397 @@
+//! Tracing: run generic user code on [`Tracer`]s and record one instruction
+//! per primitive.
+//!
+//! Traces nest. Each active trace is a frame on a thread-local stack; a
+//! tracer names its trace. When code inside an inner trace uses a tracer of
+//! an enclosing trace (a closure capture, as in seed 000, Snippets 21–23),
+//! the inner trace records it as an extra input, a *capture*, and the
+//! derived inner program is later evaluated on the outer tracers, which
+//! records it into the outer trace. Perturbations of different levels
+//! therefore never mix. A tracer whose trace is no longer active is
+//! detected and reported as [`Error::ForeignTracer`].
+
+use std::cell::{Cell, RefCell};
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+
+use super::eval::apply_op_f64;
+use super::ir::{Builder, Op, Program, Var};
+use crate::error::{Error, Result};
+use crate::real::{private, Real};
+use crate::rules::CustomRule;
+
+/// A traced scalar: a handle to a value in an active trace.
+///
+/// It is `Copy` and small; arithmetic on it records instructions into the
+/// trace it belongs to. Create tracers only through [`trace`] or a driver.
+/// Using a tracer after its trace has finished is an error
+/// ([`Error::ForeignTracer`]) reported by the trace it is used in.
+#[derive(Clone, Copy, Debug)]
+pub struct Tracer {
+    trace: u32,
+    var: u32,
+}
+
+struct Frame {
+    id: u32,
+    builder: Builder,
+    input_vals: Vec<f64>,
+    vals: Vec<f64>,
+    captures: Vec<Tracer>,
+    capture_map: HashMap<(u32, u32), Var>,
+    error: Option<Error>,
+}
+
+impl Frame {
+    /// Computes primal values for instructions pushed since the last sync.
+    fn sync(&mut self) {
+        let ops = self.builder.ops();
+        for i in self.vals.len()..ops.len() {
+            let op = ops[i];
+            let v = match op {
+                Op::Input(k) => self.input_vals[k as usize],
+                Op::Const(c) => c,
+                _ => {
+                    let operands: Vec<Var> = op.operands().collect();
+                    let vals = &self.vals;
+                    apply_op_f64(
+                        &op,
+                        &mut |j| vals[operands[j].index()],
+                        self.builder.rules(),
+                    )
+                }
+            };
+            self.vals.push(v);
+        }
+    }
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    static NEXT_ID: Cell<u32> = const { Cell::new(1) };
+}
+
+/// The tracer returned when no trace is active: it belongs to no trace, so
+/// any trace it reaches reports [`Error::ForeignTracer`].
+const ORPHAN: Tracer = Tracer { trace: 0, var: 0 };
+
+/// Resolves `t` to a value of the top frame, capturing it if it belongs to
+/// an enclosing trace.
+fn resolve(stack: &mut [Frame], t: Tracer) -> Var {
+    let depth = stack.len();
+    let (outer, top) = stack.split_at_mut(depth - 1);
+    let top = &mut top[0];
+    if t.trace == top.id {
+        return Var(t.var);
+    }
+    if let Some(frame) = outer.iter().find(|f| f.id == t.trace) {
+        if let Some(&v) = top.capture_map.get(&(t.trace, t.var)) {
+            return v;
+        }
+        let value = frame.vals.get(t.var as usize).copied().unwrap_or(f64::NAN);
+        top.input_vals.push(value);
+        let v = top.builder.input();
+        top.sync();
+        top.captures.push(t);
+        top.capture_map.insert((t.trace, t.var), v);
+        return v;
+    }
+    if top.error.is_none() {
+        top.error = Some(Error::ForeignTracer { trace: t.trace });
+    }
+    let v = top.builder.constant(f64::NAN);
+    top.sync();
+    v
+}
+
+/// Records an operation on the top frame.
+fn record<const N: usize>(
+    operands: [Tracer; N],
+    build: impl FnOnce(&mut Builder, [Var; N]) -> Var,
+) -> Tracer {
+    STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        if stack.is_empty() {
+            return ORPHAN;
+        }
+        let vars = operands.map(|t| resolve(&mut stack, t));
+        let top = stack.last_mut().expect("non-empty stack");
+        let v = build(&mut top.builder, vars);
+        top.sync();
+        Tracer {
+            trace: top.id,
+            var: v.0,
+        }
+    })
+}
+
+fn constant(c: f64) -> Tracer {
+    record([], |b, []| b.constant(c))
+}
+
+fn compare(a: Tracer, b: Tracer) -> Option<Ordering> {
+    STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        if stack.is_empty() {
+            return None;
+        }
+        let va = resolve(&mut stack, a);
+        let vb = resolve(&mut stack, b);
+        let top = stack.last_mut().expect("non-empty stack");
+        let ord = top.vals[va.index()].partial_cmp(&top.vals[vb.index()]);
+        top.builder.guard(va, vb, ord);
+        ord
+    })
+}
+
+fn primal_of(t: Tracer) -> f64 {
+    STACK.with(|s| {
+        let stack = s.borrow();
+        stack
+            .iter()
+            .find(|f| f.id == t.trace)
+            .and_then(|f| f.vals.get(t.var as usize).copied())
+            .unwrap_or(f64::NAN)
+    })
+}
+
+/// Pops the frame it pushed, even if the traced code panics.
+struct FrameGuard {
+    id: u32,
+}
+
+impl Drop for FrameGuard {
+    fn drop(&mut self) {
+        STACK.with(|s| {
+            let mut stack = s.borrow_mut();
+            if let Some(pos) = stack.iter().rposition(|f| f.id == self.id) {
+                stack.truncate(pos);
+            }
+        });
+    }
+}
+
+/// A traced program together with the enclosing-trace values it captured.
+pub(crate) struct Traced {
+    pub program: Program,
+    /// Tracers of enclosing traces, in the order of the program's inputs
+    /// after the first `n` (the traced point).
+    pub captures: Vec<Tracer>,
+}
+
+/// Traces `f` at `x`; inputs of the program are `x` followed by captures.
+pub(crate) fn trace_captured<F>(f: F, x: &[f64]) -> Result<Traced>
+where
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+{
+    let id = NEXT_ID.with(|n| {
+        let id = n.get();
+        n.set(id.wrapping_add(1).max(1));
+        id
+    });
+    let inputs: Vec<Tracer> = STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let mut builder = Builder::new();
+        let vars: Vec<Var> = x.iter().map(|_| builder.input()).collect();
+        let mut frame = Frame {
+            id,
+            builder,
+            input_vals: x.to_vec(),
+            vals: Vec::new(),
+            captures: Vec::new(),
+            capture_map: HashMap::new(),
+            error: None,
+        };
+        frame.sync();
+        stack.push(frame);
+        vars.iter()
+            .map(|v| Tracer {
+                trace: id,
+                var: v.0,
+            })
+            .collect()
+    });
+    let guard = FrameGuard { id };
+    let outs = f(&inputs);
+    let out_vars: Vec<Var> = STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        outs.iter().map(|&t| resolve(&mut stack, t)).collect()
+    });
+    let frame = STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let pos = stack.iter().rposition(|f| f.id == id);
+        match pos {
+            Some(p) if p + 1 == stack.len() => stack.pop(),
+            _ => None,
+        }
+    });
+    drop(guard);
+    let frame = frame.ok_or(Error::ForeignTracer { trace: id })?;
+    if let Some(e) = frame.error {
+        return Err(e);
+    }
+    let n = x.len();
+    let c = frame.captures.len();
+    let n_out = out_vars.len();
+    let mut blocks = vec![n];
+    if c > 0 {
+        blocks.push(c);
+    }
+    let program = frame.builder.finish_blocks(&out_vars, blocks, vec![n_out]);
+    Ok(Traced {
+        program,
+        captures: frame.captures,
+    })
+}
+
+/// Traces generic user code at the point `x` into a [`Program`] with
+/// `x.len()` inputs and one output per returned value.
+///
+/// Trace once, evaluate many: the program re-runs at any point with
+/// [`Program::eval`]. Comparisons made by `f` are recorded as guards; at a
+/// point where one no longer holds, evaluation returns
+/// [`Error::GuardFailed`] and you re-trace there.
+///
+/// # Errors
+///
+/// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
+/// [`Error::CapturedOutsideTrace`] if `f` closed over tracers of an
+/// enclosing trace (use a driver, which handles captures, instead).
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::{trace, Real};
+///
+/// fn f<T: Real>(x: &[T]) -> T {
+///     x[0].sin() * x[1]
+/// }
+/// let p = trace(|x| vec![f(x)], &[1.0, 2.0]).unwrap();
+/// assert_eq!(p.n_inputs(), 2);
+/// println!("{p}");
+/// ```
+pub fn trace<F>(f: F, x: &[f64]) -> Result<Program>
+where
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+{
+    let t = trace_captured(f, x)?;
+    if !t.captures.is_empty() {
+        return Err(Error::CapturedOutsideTrace(t.captures.len()));
+    }
+    Ok(t.program)
+}
+
+impl private::Internal for Tracer {
+    fn primal(&self) -> f64 {
+        primal_of(*self)
+    }
+    fn from_tracer(t: Tracer) -> Option<Self> {
+        Some(t)
+    }
+}
+
+impl Real for Tracer {
+    fn cst(c: f64) -> Self {
+        constant(c)
+    }
+    fn sin(self) -> Self {
+        record([self], |b, [a]| b.sin(a))
+    }
+    fn cos(self) -> Self {
+        record([self], |b, [a]| b.cos(a))
+    }
+    fn exp(self) -> Self {
+        record([self], |b, [a]| b.exp(a))
+    }
+    fn ln(self) -> Self {
+        record([self], |b, [a]| b.ln(a))
+    }
+    fn sqrt(self) -> Self {
+        record([self], |b, [a]| b.sqrt(a))
+    }
+    fn tanh(self) -> Self {
+        record([self], |b, [a]| b.tanh(a))
+    }
+    fn powi(self, n: i32) -> Self {
+        record([self], |b, [a]| b.powi(a, n))
+    }
+    fn select(c: Self, a: Self, b: Self) -> Self {
+        record([c, a, b], |bd, [c, a, b]| bd.select(c, a, b))
+    }
+    fn apply_rule(self, rule: &CustomRule) -> Self {
+        record([self], |b, [a]| b.custom(rule, a))
+    }
+}
+
+macro_rules! tracer_binop {
+    ($tr:ident, $m:ident, $tra:ident, $ma:ident, $bm:ident) => {
+        impl $tr for Tracer {
+            type Output = Tracer;
+            fn $m(self, rhs: Tracer) -> Tracer {
+                record([self, rhs], |b, [x, y]| b.$bm(x, y))
+            }
+        }
+        impl $tr<f64> for Tracer {
+            type Output = Tracer;
+            fn $m(self, rhs: f64) -> Tracer {
+                record([self], |b, [x]| {
+                    let k = b.constant(rhs);
+                    b.$bm(x, k)
+                })
+            }
+        }
+        impl $tr<Tracer> for f64 {
+            type Output = Tracer;
+            fn $m(self, rhs: Tracer) -> Tracer {
+                record([rhs], |b, [y]| {
+                    let k = b.constant(self);
+                    b.$bm(k, y)
+                })
+            }
+        }
+        impl $tra for Tracer {
+            fn $ma(&mut self, rhs: Tracer) {
+                *self = $tr::$m(*self, rhs);
+            }
+        }
+    };
+}
+
+tracer_binop!(Add, add, AddAssign, add_assign, add);
+tracer_binop!(Sub, sub, SubAssign, sub_assign, sub);
+tracer_binop!(Mul, mul, MulAssign, mul_assign, mul);
+tracer_binop!(Div, div, DivAssign, div_assign, div);
+
+impl Neg for Tracer {
+    type Output = Tracer;
+    fn neg(self) -> Tracer {
+        record([self], |b, [a]| b.neg(a))
+    }
+}
+
+impl PartialEq for Tracer {
+    /// Compares primal values and records the outcome as a guard.
+    fn eq(&self, other: &Tracer) -> bool {
+        compare(*self, *other) == Some(Ordering::Equal)
+    }
+}
+
+impl PartialOrd for Tracer {
+    /// Compares primal values and records the outcome as a guard.
+    fn partial_cmp(&self, other: &Tracer) -> Option<Ordering> {
+        compare(*self, *other)
+    }
+}
+
+impl PartialEq<f64> for Tracer {
+    fn eq(&self, other: &f64) -> bool {
+        compare(*self, constant(*other)) == Some(Ordering::Equal)
+    }
+}
+
+impl PartialOrd<f64> for Tracer {
+    fn partial_cmp(&self, other: &f64) -> Option<Ordering> {
+        compare(*self, constant(*other))
+    }
+}
