@@ -18,5 +18,4 @@ pub use real::Real;
 pub use rules::{CustomRule, ScalarRule};
 
 #[cfg(doctest)]
-#[doc = include_str!("../book/src/optics.md")]
-mod book_optics {}
+mod book;
