@@ -1,4 +1,65 @@
-//! optic-ad: higher-order, nested automatic differentiation built on optics.
+//! Higher-order, nested automatic differentiation built on **optics**.
+//!
+//! Write a numeric function once, generic over [`Real`]. optic-ad
+//!
+//! 1. traces it into a flat SSA [`Program`] ([`trace`]);
+//! 2. applies the reverse-mode AD optic functor ∂⃖ to that program as often
+//!    as the order requires ([`reverse`], [`nest`], [`Nested`]): each
+//!    application yields an optic whose `left` and `right` are programs
+//!    again (seed 000, §VI–§VII);
+//! 3. evaluates the derived programs fast and many times ([`Program::eval`],
+//!    [`Gradient`], [`Hvp`]).
+//!
+//! ```
+//! use approx::assert_relative_eq;
+//! use optic_ad::{derivative, gradient, hvp, Real};
+//! use typenum::U3;
+//!
+//! fn f<T: Real>(x: &[T]) -> T {
+//!     x[0].sin() * x[1] + x[1].powi(3) * 0.5
+//! }
+//! let (x, v) = ([0.3, 2.0], [1.0, -1.0]);
+//! let g = gradient(f, &x).unwrap(); // [x₁ cos x₀, sin x₀ + 1.5 x₁²]
+//! assert_relative_eq!(g[1], 0.3_f64.sin() + 6.0);
+//! let hv = hvp(f, &x, &v).unwrap(); // H = [[−x₁ sin x₀, cos x₀], [cos x₀, 3 x₁]]
+//! assert_relative_eq!(hv[0], -2.0 * 0.3_f64.sin() - 0.3_f64.cos());
+//! let d = derivative::<U3, _>(|t| t.sin() * t.exp(), 0.5).unwrap(); // [f, f′, f″, f‴]
+//! assert_relative_eq!(d[3], 2.0 * 0.5_f64.exp() * (0.5_f64.cos() - 0.5_f64.sin()));
+//! ```
+//!
+//! # Vocabulary
+//!
+//! The seed's terms (seed 000: Keno Fischer, "∂P.jl terminology and
+//! notation guide") and their names here:
+//!
+//! | seed term | here |
+//! |---|---|
+//! | optic ⟨l \| r⟩ with residual M | [`optic::Optic`] (`left`, `right`, `Residual`) |
+//! | sequential composition `§` | [`optic::Optic::then`], [`optic::Then`] |
+//! | monoidal product ⊗ | [`optic::Tensor`] |
+//! | `OpticRepr` | [`optic::OpticRepr`] |
+//! | `SetIndex`, `FastSetIndex` | [`optic::Index`], [`optic::Path`] |
+//! | block / continuation style (Snippet 4) | [`optic::Optic::modify`], [`optic::Optic::view`] |
+//! | SSA program; copy, delete, branch | [`Program`]; cotangent sums, zero cotangents, [`Guard`]s |
+//! | reverse-mode AD optic functor ∂⃖ | [`reverse`] → [`ReverseOptic`] |
+//! | primal value, pullback f* | `left`'s output `y`, [`ReverseOptic::right_program`] |
+//! | higher-order optic ∂⃖ⁿ, nested closures | [`nest`], [`Nested`], [`functor::Level`] |
+//! | `rrule` (Snippets 18–20) | [`CustomRule`], [`ScalarRule`] |
+//! | derivative inside the primal (Snippets 21–23) | drivers over [`Tracer`]: captured, never confused |
+//!
+//! # Generic code and constants
+//!
+//! In code generic over `T: Real`, write constants on the right (`x * 2.0`)
+//! or lift them with [`Real::cst`]; see [`Real`] for why `2.0 * x` cannot be
+//! offered generically.
+//!
+//! # Errors, panics, NaN
+//!
+//! Public functions return [`Result`] with [`Error`]; none panics on bad
+//! input. Values follow IEEE 754 and NaN propagates; derived programs keep
+//! *structural* zeros exact (see [`Builder`]). Comparisons made while
+//! tracing become guards; where one fails, a raw program returns
+//! [`Error::GuardFailed`] and the compiled drivers re-trace.
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 

@@ -293,9 +293,9 @@ fn local_of(b: &mut Builder, p: &Program, local: &mut [Option<Var>], v: Var) -> 
 /// 000, §VI, eq. 25), with `left` and `right` themselves [`Program`]s, so
 /// ∂⃖ applies to them again.
 ///
-/// * [`ReverseOptic::left`]: `x ↦ (y, m)`: the primal program, which also
+/// * [`ReverseOptic::left_program`]: `x ↦ (y, m)`: the primal program, which also
 ///   outputs the residual `m`: the primal values the pullback needs.
-/// * [`ReverseOptic::right`]: `(m, ȳ) ↦ x̄ = J(x)ᵀ ȳ`: the pullback
+/// * [`ReverseOptic::right_program`]: `(m, ȳ) ↦ x̄ = J(x)ᵀ ȳ`: the pullback
 ///   program.
 ///
 /// Shapes: `x` has `n = f.n_inputs()` entries, `y` and `ȳ` have
@@ -356,13 +356,15 @@ pub fn reverse(p: &Program) -> Result<ReverseOptic> {
 }
 
 impl ReverseOptic {
-    /// The primal program `x ↦ (y, m)`.
-    pub fn left(&self) -> &Program {
+    /// The primal program `x ↦ (y, m)`: the `left` of the optic, as a
+    /// program (the [`Optic::left`] method runs it).
+    pub fn left_program(&self) -> &Program {
         &self.left
     }
 
-    /// The pullback program `(m, ȳ) ↦ x̄`.
-    pub fn right(&self) -> &Program {
+    /// The pullback program `(m, ȳ) ↦ x̄`: the `right` of the optic, as a
+    /// program (the [`Optic::right`] method runs it).
+    pub fn right_program(&self) -> &Program {
         &self.right
     }
 
