@@ -71,20 +71,27 @@ fn gradient_program(p: &Program, n: usize) -> Result<Program> {
     p1.specialize(&fixed, &keep)
 }
 
-/// The Hessian-vector product program `(x, v) ↦ (f, ∇f, H v)`: ∂⃖²f with
-/// `d₁ = 1`, `d₂ = v`, `d₃ = 0` (DESIGN.md §3: `c₃` with `Δ″ = 0` gives
-/// `H v`). Directions for captured inputs are 0.
+/// The Hessian-vector product program `(x, v) ↦ (f, ∇f, H v)`: the
+/// order-2 bundle with `d₁ = 1`, `d₂ = v`, `d₃ = 0` (DESIGN.md §3: `c₃` with
+/// `Δ″ = 0` gives `H v`). The seed `d₁ = 1` is fixed before the second
+/// application of ∂⃖ (specialisation commutes with ∂⃖ for inputs that are
+/// not differentiated), so the second transform sees the smaller gradient
+/// program. Directions for captured inputs are 0.
 fn hvp_program(p: &Program, n: usize) -> Result<Program> {
     let total = p.n_inputs();
-    let p2 = nest(p, 2)?; // inputs [x, d₁, d₂, d₃], outputs [y, r₁, r₂, r₃]
+    // (x, caps) ↦ (y, ∇ wrt x and caps): ∂⃖p with ȳ = 1.
     let mut fixed = vec![None; total];
     fixed.push(Some(1.0));
-    fixed.extend((0..total).map(|i| if i < n { None } else { Some(0.0) }));
+    let keep: Vec<usize> = (0..=total).collect();
+    let g = nest(p, 1)?.specialize(&fixed, &keep)?;
+    // ∂⃖ again: inputs [x, caps, ȳ, ḡ], outputs [y, ∇, x̄].
+    let j = nest(&g, 1)?;
+    let mut fixed = vec![None; total];
     fixed.push(Some(0.0));
-    // Outputs: y (0), r₁ = ∇ (1..=total), r₂ (total+1), r₃ = Hv (total+2..).
+    fixed.extend((0..total).map(|i| if i < n { None } else { Some(0.0) }));
     let mut keep: Vec<usize> = (0..=n).collect();
-    keep.extend((0..n).map(|i| total + 2 + i));
-    p2.specialize(&fixed, &keep)
+    keep.extend((0..n).map(|i| 1 + total + i));
+    j.specialize(&fixed, &keep)
 }
 
 /// Gradient `∇f(x)` of a scalar function.
@@ -278,17 +285,118 @@ where
     Add1<N>: ArrayLength,
     F: Fn(Tracer) -> Tracer,
 {
-    let traced = trace_captured(|t| vec![f(t[0])], &[x])?;
-    if !traced.captures.is_empty() {
-        return Err(Error::CapturedOutsideTrace(traced.captures.len()));
+    Derivatives::<N, F>::new(f, x)?.eval(x)
+}
+
+/// One program with outputs `[f, f′, …, f⁽ᴺ⁾]`: the derivative programs of
+/// every order inlined into one builder, so CSE shares what the orders have
+/// in common (seed 000 §V.C: sharing across orders).
+fn derivatives_program(p: &Program, order: usize) -> Result<Program> {
+    let mut b = crate::program::Builder::new();
+    let x = b.input();
+    let mut outs = Vec::with_capacity(order + 1);
+    for k in 0..=order {
+        let dk = derivative_program(p, k)?;
+        let map = dk.inline_into(&mut b, &[x]);
+        outs.push(map[dk.outputs()[0].index()]);
     }
-    let p = traced.program;
-    let mut out = GenericArray::<f64, Add1<N>>::default();
-    for (k, slot) in out.iter_mut().enumerate() {
-        let dk = derivative_program(&p, k)?;
-        *slot = dk.eval(&[x])?[0];
+    Ok(b.finish(&outs).dce())
+}
+
+/// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable: traced
+/// once, evaluated at many points without allocation (the result is a
+/// stack array), re-traced only where a guard fails.
+///
+/// Built as [`derivative`] describes, with all orders in one program.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{Derivatives, Real};
+/// use typenum::U3;
+///
+/// let mut d = Derivatives::<U3, _>::new(|t| t.exp() * t.sin(), 0.0).unwrap();
+/// for &x in &[0.1, 0.2, 0.3] {
+///     let v = d.eval(x).unwrap();
+///     assert_relative_eq!(v[3], 2.0 * x.exp() * (x.cos() - x.sin()), max_relative = 1e-13);
+/// }
+/// ```
+pub struct Derivatives<N, F>
+where
+    N: Unsigned + Add<B1>,
+    Add1<N>: ArrayLength,
+{
+    f: F,
+    program: Program,
+    ws: Workspace<f64>,
+    out: GenericArray<f64, Add1<N>>,
+}
+
+impl<N, F> std::fmt::Debug for Derivatives<N, F>
+where
+    N: Unsigned + Add<B1>,
+    Add1<N>: ArrayLength,
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Derivatives")
+            .field("order", &N::to_usize())
+            .field("program_len", &self.program.len())
+            .finish()
     }
-    Ok(out)
+}
+
+impl<N, F> Derivatives<N, F>
+where
+    N: Unsigned + Add<B1>,
+    Add1<N>: ArrayLength,
+    F: Fn(Tracer) -> Tracer,
+{
+    /// Traces `f` at `x0` and builds the derivative program.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
+    /// [`Error::CapturedOutsideTrace`] if it closes over tracers;
+    /// [`Error::Layout`] for `N > 20`.
+    pub fn new(f: F, x0: f64) -> Result<Self> {
+        let program = Self::build(&f, x0)?;
+        Ok(Derivatives {
+            f,
+            program,
+            ws: Workspace::new(),
+            out: GenericArray::default(),
+        })
+    }
+
+    fn build(f: &F, x: f64) -> Result<Program> {
+        let traced = trace_captured(|t| vec![f(t[0])], &[x])?;
+        if !traced.captures.is_empty() {
+            return Err(Error::CapturedOutsideTrace(traced.captures.len()));
+        }
+        derivatives_program(&traced.program, N::to_usize())
+    }
+
+    /// The program `x ↦ [f, f′, …, f⁽ᴺ⁾]`.
+    pub fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]`.
+    ///
+    /// # Errors
+    ///
+    /// Errors of re-tracing where a guard fails.
+    pub fn eval(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
+        match self.program.eval_with(&mut self.ws, &[x], &mut self.out) {
+            Err(Error::GuardFailed { .. }) => {
+                self.program = Self::build(&self.f, x)?;
+                self.program.eval_with(&mut self.ws, &[x], &mut self.out)?;
+            }
+            other => other?,
+        }
+        Ok(self.out.clone())
+    }
 }
 
 /// A compiled gradient: traced once, evaluated at many points with no

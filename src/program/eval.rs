@@ -167,29 +167,29 @@ impl Program {
                 got: inputs.len(),
             });
         }
-        for op in &self.ops {
-            if let Op::Custom(r, _) = op {
-                if *r as usize >= self.rules.len() {
-                    return Err(Error::MissingRule(*r as usize));
-                }
-            }
-        }
         let vals = &mut ws.vals;
         vals.clear();
         vals.reserve(self.ops.len());
         for op in &self.ops {
+            // Operands always precede their use, so every index is below
+            // `vals.len()`.
             let v = match *op {
                 Op::Input(k) => inputs[k as usize],
                 Op::Const(c) => T::cst(c),
-                _ => {
-                    let operands = op.operands();
-                    let mut buf = [Var(0); 3];
-                    for (slot, o) in buf.iter_mut().zip(operands) {
-                        *slot = o;
-                    }
-                    let vv: &Vec<T> = vals;
-                    apply_op(op, &mut |i| vv[buf[i].index()], &self.rules)
-                }
+                Op::Add(a, b) => vals[a.index()] + vals[b.index()],
+                Op::Sub(a, b) => vals[a.index()] - vals[b.index()],
+                Op::Mul(a, b) => vals[a.index()] * vals[b.index()],
+                Op::Div(a, b) => vals[a.index()] / vals[b.index()],
+                Op::Neg(a) => -vals[a.index()],
+                Op::Sin(a) => vals[a.index()].sin(),
+                Op::Cos(a) => vals[a.index()].cos(),
+                Op::Exp(a) => vals[a.index()].exp(),
+                Op::Ln(a) => vals[a.index()].ln(),
+                Op::Sqrt(a) => vals[a.index()].sqrt(),
+                Op::Tanh(a) => vals[a.index()].tanh(),
+                Op::Powi(a, n) => vals[a.index()].powi(n),
+                Op::Select(c, a, b) => T::select(vals[c.index()], vals[a.index()], vals[b.index()]),
+                Op::Custom(r, a) => vals[a.index()].apply_rule(&self.rules[r as usize]),
             };
             vals.push(v);
         }

@@ -1,7 +1,7 @@
 //! The SSA intermediate representation: a flat instruction stream.
 
+use rustc_hash::FxHashMap;
 use std::cmp::Ordering;
-use std::collections::HashMap;
 
 use crate::rules::CustomRule;
 
@@ -124,7 +124,32 @@ pub struct Guard {
     /// Right operand.
     pub b: Var,
     /// The ordering seen at the trace point (`None`: a NaN was involved).
+    #[cfg_attr(feature = "serde", serde(with = "ordering_serde"))]
     pub ordering: Option<Ordering>,
+}
+
+/// Serialises an `Option<Ordering>` as `-1`, `0`, `1` or `null`.
+#[cfg(feature = "serde")]
+mod ordering_serde {
+    use std::cmp::Ordering;
+
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    pub fn serialize<S: Serializer>(o: &Option<Ordering>, s: S) -> Result<S::Ok, S::Error> {
+        o.map(|o| o as i8).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Ordering>, D::Error> {
+        match Option::<i8>::deserialize(d)? {
+            None => Ok(None),
+            Some(-1) => Ok(Some(Ordering::Less)),
+            Some(0) => Ok(Some(Ordering::Equal)),
+            Some(1) => Ok(Some(Ordering::Greater)),
+            Some(k) => Err(serde::de::Error::custom(format!(
+                "ordering {k} is not -1, 0 or 1"
+            ))),
+        }
+    }
 }
 
 /// A straight-line SSA program with `n_inputs` scalar inputs and a list of
@@ -141,6 +166,7 @@ pub struct Guard {
 /// block.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "ProgramData"))]
 pub struct Program {
     pub(crate) n_inputs: usize,
     pub(crate) ops: Vec<Op>,
@@ -152,7 +178,97 @@ pub struct Program {
     pub(crate) output_blocks: Vec<usize>,
 }
 
+/// The serialised form of a [`Program`], checked by
+/// [`Program::validate`] before it becomes one.
+#[cfg(feature = "serde")]
+#[derive(serde::Deserialize)]
+struct ProgramData {
+    n_inputs: usize,
+    ops: Vec<Op>,
+    outputs: Vec<Var>,
+    guards: Vec<Guard>,
+    input_blocks: Vec<usize>,
+    output_blocks: Vec<usize>,
+}
+
+#[cfg(feature = "serde")]
+impl TryFrom<ProgramData> for Program {
+    type Error = crate::error::Error;
+    fn try_from(d: ProgramData) -> Result<Self, Self::Error> {
+        let p = Program {
+            n_inputs: d.n_inputs,
+            ops: d.ops,
+            outputs: d.outputs,
+            guards: d.guards,
+            rules: Vec::new(),
+            input_blocks: d.input_blocks,
+            output_blocks: d.output_blocks,
+        };
+        p.validate()?;
+        Ok(p)
+    }
+}
+
 impl Program {
+    /// Checks that the program is well formed: every operand refers to an
+    /// earlier instruction, inputs are numbered below
+    /// [`Program::n_inputs`] and each appears once, outputs and guards
+    /// refer to instructions, blocks add up, and every user rule is carried.
+    /// Programs built by this crate always are; a deserialised one is
+    /// checked on loading.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Layout`] describing the first problem found;
+    /// [`Error::MissingRule`] for a user rule the program does not carry
+    /// (user rules are not serialised).
+    ///
+    /// [`Error::Layout`]: crate::Error::Layout
+    /// [`Error::MissingRule`]: crate::Error::MissingRule
+    pub fn validate(&self) -> Result<(), crate::error::Error> {
+        use crate::error::Error;
+        let n = self.ops.len();
+        let mut seen = vec![false; self.n_inputs];
+        for (i, op) in self.ops.iter().enumerate() {
+            if let Op::Input(k) = *op {
+                match seen.get_mut(k as usize) {
+                    Some(s) if !*s => *s = true,
+                    _ => {
+                        return Err(Error::Layout(format!(
+                            "instruction {i}: bad or repeated input {k}"
+                        )))
+                    }
+                }
+            }
+            if let Op::Custom(r, _) = *op {
+                if r as usize >= self.rules.len() {
+                    return Err(Error::MissingRule(r as usize));
+                }
+            }
+            if op.operands().any(|o| o.index() >= i) {
+                return Err(Error::Layout(format!("instruction {i} uses a later value")));
+            }
+        }
+        if seen.iter().any(|s| !s) {
+            return Err(Error::Layout("an input has no instruction".into()));
+        }
+        let refs = self
+            .outputs
+            .iter()
+            .chain(self.guards.iter().flat_map(|g| [&g.a, &g.b]));
+        if refs.into_iter().any(|v| v.index() >= n) {
+            return Err(Error::Layout(
+                "an output or guard refers past the end".into(),
+            ));
+        }
+        if self.input_blocks.iter().sum::<usize>() != self.n_inputs
+            || self.output_blocks.iter().sum::<usize>() != self.outputs.len()
+        {
+            return Err(Error::Layout("blocks do not add up".into()));
+        }
+        Ok(())
+    }
+
     /// Number of scalar inputs.
     pub fn n_inputs(&self) -> usize {
         self.n_inputs
@@ -269,7 +385,7 @@ fn key(op: &Op) -> Option<Key> {
 pub struct Builder {
     ops: Vec<Op>,
     n_inputs: usize,
-    cse: HashMap<Key, Var>,
+    cse: FxHashMap<Key, Var>,
     guards: Vec<Guard>,
     rules: Vec<CustomRule>,
 }
@@ -395,7 +511,7 @@ impl Builder {
             Mul(a, b) => {
                 for (x, y) in [(a, b), (b, a)] {
                     match c(self, x) {
-                        Some(z) if z == 0.0 => return Ok(self.push(Const(0.0))),
+                        Some(0.0) => return Ok(self.push(Const(0.0))),
                         Some(1.0) => return Ok(y),
                         Some(-1.0) => return Ok(self.push(Neg(y))),
                         _ => {}

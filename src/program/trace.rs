@@ -46,9 +46,8 @@ struct Frame {
 impl Frame {
     /// Computes primal values for instructions pushed since the last sync.
     fn sync(&mut self) {
-        let ops = self.builder.ops();
-        for i in self.vals.len()..ops.len() {
-            let op = ops[i];
+        let start = self.vals.len();
+        for &op in &self.builder.ops()[start..] {
             let v = match op {
                 Op::Input(k) => self.input_vals[k as usize],
                 Op::Const(c) => c,

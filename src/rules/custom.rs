@@ -108,9 +108,11 @@ impl CustomRule {
         });
         let mut out = [0.0; 4];
         out[0] = self.value(x);
-        for k in 1..=order.min(3) {
-            out[k] = progs
-                .get(k - 1)
+        for (slot, p) in out[1..=order.min(3)]
+            .iter_mut()
+            .zip(progs.iter().map(Some).chain(std::iter::repeat(None)))
+        {
+            *slot = p
                 .and_then(|p| p.eval(&[x]).ok())
                 .and_then(|v| v.first().copied())
                 .unwrap_or(f64::NAN);

@@ -1,0 +1,187 @@
+//! Criterion benchmarks: optic-ad against plain f64 (the ratio baseline),
+//! echidna (bytecode tape, Taylor) and num-dual (forward mode), in one run.
+//!
+//! Run: `cargo bench --bench ad`, then `python3 benches/report.py` prints
+//! the medians as ratios (derivative time ÷ plain f time; ours ÷ theirs).
+//!
+//! Every derivative benchmarked here is also cross-checked once, before
+//! timing, against the peer's value.
+
+use std::hint::black_box;
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use num_dual::{Dual3_64, Dual64, HyperDual64};
+use optic_ad::{Derivatives, Gradient, Hvp, Real};
+use typenum::U3;
+
+// ---------- Extended Rosenbrock, n = 100 ----------
+
+const N: usize = 100;
+
+fn rosenbrock<T: Real>(x: &[T]) -> T {
+    let mut s = T::cst(0.0);
+    for i in 0..x.len() - 1 {
+        let a = x[i + 1] - x[i] * x[i];
+        let b = T::cst(1.0) - x[i];
+        s += a * a * 100.0 + b * b;
+    }
+    s
+}
+
+fn rosenbrock_echidna<T: echidna::Scalar<Float = f64>>(x: &[T]) -> T {
+    let mut s = T::from_f(0.0);
+    for i in 0..x.len() - 1 {
+        let a = x[i + 1] - x[i] * x[i];
+        let b = T::from_f(1.0) - x[i];
+        s = s + a * a * T::from_f(100.0) + b * b;
+    }
+    s
+}
+
+fn point(n: usize) -> (Vec<f64>, Vec<f64>) {
+    let x = (0..n)
+        .map(|i| 0.5 + 0.4 * ((i as f64) * 0.7).sin())
+        .collect();
+    let v = (0..n).map(|i| ((i as f64) * 1.3).cos()).collect();
+    (x, v)
+}
+
+fn num_dual_gradient(x: &[f64], out: &mut [f64], buf: &mut Vec<Dual64>) {
+    for i in 0..x.len() {
+        buf.clear();
+        buf.extend(
+            x.iter()
+                .enumerate()
+                .map(|(j, &xj)| Dual64::new(xj, if i == j { 1.0 } else { 0.0 })),
+        );
+        out[i] = rosenbrock(buf).eps;
+    }
+}
+
+fn num_dual_hvp(x: &[f64], v: &[f64], out: &mut [f64], buf: &mut Vec<HyperDual64>) {
+    for i in 0..x.len() {
+        buf.clear();
+        buf.extend(
+            x.iter().zip(v).enumerate().map(|(j, (&xj, &vj))| {
+                HyperDual64::new(xj, if i == j { 1.0 } else { 0.0 }, vj, 0.0)
+            }),
+        );
+        out[i] = rosenbrock(buf).eps1eps2;
+    }
+}
+
+fn close(a: &[f64], b: &[f64]) -> bool {
+    a.iter()
+        .zip(b)
+        .all(|(p, q)| (p - q).abs() <= 1e-9 * (1.0 + q.abs()))
+}
+
+fn bench_rosenbrock(c: &mut Criterion) {
+    let (x, v) = point(N);
+    let mut g = c.benchmark_group("rosenbrock100");
+
+    g.bench_function("f64 f", |b| b.iter(|| rosenbrock(black_box(&x))));
+
+    // optic-ad: traced once, evaluated per iteration.
+    let mut grad = Gradient::new(rosenbrock, &x).unwrap();
+    let mut gout = vec![0.0; N];
+    grad.eval(&x, &mut gout).unwrap();
+    let mut hvp = Hvp::new(rosenbrock, &x).unwrap();
+    let mut hv = vec![0.0; N];
+    hvp.linearize(&x).unwrap();
+    hvp.apply(&v, &mut hv).unwrap();
+
+    // echidna: bytecode tape, recorded once.
+    let (mut tape, _) = echidna::record(|t| rosenbrock_echidna(t), &x);
+    let mut abuf = Vec::new();
+    let eg = tape.gradient_with_buf(&x, &mut abuf);
+    let (mut dv, mut da) = (Vec::new(), Vec::new());
+    let (_, ehv) = tape.hvp_with_buf(&x, &v, &mut dv, &mut da);
+    assert!(close(&gout, &eg), "gradient disagrees with echidna");
+    assert!(close(&hv, &ehv), "hvp disagrees with echidna");
+
+    // num-dual: forward mode, one pass per coordinate.
+    let mut nd = vec![0.0; N];
+    let mut dbuf = Vec::new();
+    num_dual_gradient(&x, &mut nd, &mut dbuf);
+    assert!(close(&gout, &nd), "gradient disagrees with num-dual");
+    let mut hbuf = Vec::new();
+    num_dual_hvp(&x, &v, &mut nd, &mut hbuf);
+    assert!(close(&hv, &nd), "hvp disagrees with num-dual");
+
+    g.bench_function("gradient/optic-ad", |b| {
+        b.iter(|| grad.eval(black_box(&x), &mut gout).unwrap())
+    });
+    g.bench_function("gradient/echidna", |b| {
+        b.iter(|| tape.gradient_with_buf(black_box(&x), &mut abuf))
+    });
+    g.bench_function("gradient/num-dual", |b| {
+        b.iter(|| num_dual_gradient(black_box(&x), &mut nd, &mut dbuf))
+    });
+    g.bench_function("hvp/optic-ad (linearize + apply)", |b| {
+        b.iter(|| {
+            hvp.linearize(black_box(&x)).unwrap();
+            hvp.apply(black_box(&v), &mut hv).unwrap();
+        })
+    });
+    g.bench_function("hvp/optic-ad (apply at a fixed point)", |b| {
+        b.iter(|| hvp.apply(black_box(&v), &mut hv).unwrap())
+    });
+    g.bench_function("hvp/echidna", |b| {
+        b.iter(|| tape.hvp_with_buf(black_box(&x), black_box(&v), &mut dv, &mut da))
+    });
+    g.bench_function("hvp/num-dual", |b| {
+        b.iter(|| num_dual_hvp(black_box(&x), black_box(&v), &mut nd, &mut hbuf))
+    });
+    g.finish();
+}
+
+// ---------- Third derivative of a scalar function ----------
+
+fn h<T: Real>(t: T) -> T {
+    t.sin().exp() * (t * t + 1.0).ln() + t.tanh() / (t * t + 1.0)
+}
+
+fn h_echidna(t: echidna::Taylor<f64, 4>) -> echidna::Taylor<f64, 4> {
+    let one = echidna::Taylor::constant(1.0);
+    t.sin().exp() * (t * t + one).ln() + t.tanh() / (t * t + one)
+}
+
+fn bench_third(c: &mut Criterion) {
+    let x = 0.7_f64;
+    let mut g = c.benchmark_group("third_derivative");
+    g.bench_function("f64 f", |b| b.iter(|| h(black_box(x))));
+
+    let mut d = Derivatives::<U3, _>::new(h, x).unwrap();
+    let ours = d.eval(x).unwrap();
+    let nd = h(Dual3_64::new(x, 1.0, 0.0, 0.0));
+    let et = h_echidna(echidna::Taylor::variable(x));
+    for (k, want) in [nd.re, nd.v1, nd.v2, nd.v3].into_iter().enumerate() {
+        assert!(
+            (ours[k] - want).abs() <= 1e-10 * (1.0 + want.abs()),
+            "order {k} disagrees with num-dual"
+        );
+        assert!(
+            (et.derivative(k) - want).abs() <= 1e-10 * (1.0 + want.abs()),
+            "echidna order {k}"
+        );
+    }
+
+    g.bench_function("optic-ad (Derivatives<U3>)", |b| {
+        b.iter(|| d.eval(black_box(x)).unwrap())
+    });
+    g.bench_function("num-dual (Dual3_64)", |b| {
+        b.iter(|| h(Dual3_64::new(black_box(x), 1.0, 0.0, 0.0)))
+    });
+    g.bench_function("echidna (Taylor<f64, 4>)", |b| {
+        b.iter(|| h_echidna(echidna::Taylor::variable(black_box(x))))
+    });
+    g.finish();
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
+    targets = bench_rosenbrock, bench_third
+}
+criterion_main!(benches);
