@@ -1,5 +1,23 @@
 //! The book's chapters, compiled as doctests so that every Rust block in
 //! `book/src` is tested by `cargo test`.
 
+#[doc = include_str!("../book/src/introduction.md")]
+mod introduction {}
+
 #[doc = include_str!("../book/src/optics.md")]
 mod optics {}
+
+#[doc = include_str!("../book/src/functor.md")]
+mod functor {}
+
+#[doc = include_str!("../book/src/programs.md")]
+mod programs {}
+
+#[doc = include_str!("../book/src/rules.md")]
+mod rules {}
+
+#[doc = include_str!("../book/src/higher_order.md")]
+mod higher_order {}
+
+#[doc = include_str!("../book/src/drivers.md")]
+mod drivers {}
