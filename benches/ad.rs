@@ -136,6 +136,117 @@ fn bench_rosenbrock(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------- The main job's model: logistic regression on WDBC (n = 31) ----------
+
+#[path = "../examples/newton_cg/model.rs"]
+#[allow(dead_code)]
+mod model;
+
+fn logistic_echidna<T: echidna::Scalar<Float = f64>>(theta: &[T], data: &model::Dataset) -> T {
+    let d = data.n_features;
+    let mut loss = T::from_f(0.0);
+    for (i, &s) in data.s.iter().enumerate() {
+        let mut m = theta[d];
+        for j in 0..d {
+            m = m + theta[j] * T::from_f(data.x[i * d + j]);
+        }
+        let z = m * T::from_f(-s);
+        // softplus(z) = max(z, 0) + ln(1 + e^{−|z|})
+        loss = loss + z.max(T::from_f(0.0)) + (T::from_f(1.0) + (-z.abs()).exp()).ln();
+    }
+    let mut reg = T::from_f(0.0);
+    for &w in &theta[..d] {
+        reg = reg + w * w;
+    }
+    loss + reg * T::from_f(0.5)
+}
+
+fn bench_logistic(c: &mut Criterion) {
+    let path = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/examples/data/wdbc.csv"
+    ));
+    let data = model::load_wdbc(path).unwrap();
+    let n = data.n_params();
+    let x: Vec<f64> = (0..n).map(|i| 0.1 * ((i as f64) * 0.9).sin()).collect();
+    let v: Vec<f64> = (0..n).map(|i| ((i as f64) * 1.7).cos()).collect();
+    let f = |t: &[optic_ad::Tracer]| model::objective(t, &data);
+    let mut g = c.benchmark_group("logistic_wdbc");
+    g.bench_function("f64 f", |b| {
+        b.iter(|| model::objective(black_box(&x), &data))
+    });
+
+    let mut grad = Gradient::new(f, &x).unwrap();
+    let mut gout = vec![0.0; n];
+    grad.eval(&x, &mut gout).unwrap();
+    let mut hvp = Hvp::new(f, &x).unwrap();
+    let mut hv = vec![0.0; n];
+    hvp.linearize(&x).unwrap();
+    hvp.apply(&v, &mut hv).unwrap();
+
+    let (mut tape, _) = echidna::record(|t| logistic_echidna(t, &data), &x);
+    let mut abuf = Vec::new();
+    let eg = tape.gradient_with_buf(&x, &mut abuf);
+    let (mut dv, mut da) = (Vec::new(), Vec::new());
+    let (_, ehv) = tape.hvp_with_buf(&x, &v, &mut dv, &mut da);
+    assert!(close(&gout, &eg), "gradient disagrees with echidna");
+    assert!(close(&hv, &ehv), "hvp disagrees with echidna");
+
+    let mut nd = vec![0.0; n];
+    let mut dbuf: Vec<Dual64> = Vec::new();
+    let nd_grad = |x: &[f64], out: &mut [f64], buf: &mut Vec<Dual64>| {
+        for i in 0..x.len() {
+            buf.clear();
+            buf.extend(
+                x.iter()
+                    .enumerate()
+                    .map(|(j, &xj)| Dual64::new(xj, if i == j { 1.0 } else { 0.0 })),
+            );
+            out[i] = model::objective(buf, &data).eps;
+        }
+    };
+    let mut hbuf: Vec<HyperDual64> = Vec::new();
+    let nd_hvp = |x: &[f64], v: &[f64], out: &mut [f64], buf: &mut Vec<HyperDual64>| {
+        for i in 0..x.len() {
+            buf.clear();
+            buf.extend(x.iter().zip(v).enumerate().map(|(j, (&xj, &vj))| {
+                HyperDual64::new(xj, if i == j { 1.0 } else { 0.0 }, vj, 0.0)
+            }));
+            out[i] = model::objective(buf, &data).eps1eps2;
+        }
+    };
+    nd_grad(&x, &mut nd, &mut dbuf);
+    assert!(close(&gout, &nd), "gradient disagrees with num-dual");
+    nd_hvp(&x, &v, &mut nd, &mut hbuf);
+    assert!(close(&hv, &nd), "hvp disagrees with num-dual");
+
+    g.bench_function("gradient/optic-ad", |b| {
+        b.iter(|| grad.eval(black_box(&x), &mut gout).unwrap())
+    });
+    g.bench_function("gradient/echidna", |b| {
+        b.iter(|| tape.gradient_with_buf(black_box(&x), &mut abuf))
+    });
+    g.bench_function("gradient/num-dual", |b| {
+        b.iter(|| nd_grad(black_box(&x), &mut nd, &mut dbuf))
+    });
+    g.bench_function("hvp/optic-ad (linearize + apply)", |b| {
+        b.iter(|| {
+            hvp.linearize(black_box(&x)).unwrap();
+            hvp.apply(black_box(&v), &mut hv).unwrap();
+        })
+    });
+    g.bench_function("hvp/optic-ad (apply at a fixed point)", |b| {
+        b.iter(|| hvp.apply(black_box(&v), &mut hv).unwrap())
+    });
+    g.bench_function("hvp/echidna", |b| {
+        b.iter(|| tape.hvp_with_buf(black_box(&x), black_box(&v), &mut dv, &mut da))
+    });
+    g.bench_function("hvp/num-dual", |b| {
+        b.iter(|| nd_hvp(black_box(&x), black_box(&v), &mut nd, &mut hbuf))
+    });
+    g.finish();
+}
+
 // ---------- Third derivative of a scalar function ----------
 
 fn h<T: Real>(t: T) -> T {
@@ -182,6 +293,6 @@ fn bench_third(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_rosenbrock, bench_third
+    targets = bench_rosenbrock, bench_logistic, bench_third
 }
 criterion_main!(benches);

@@ -21,11 +21,17 @@ fn round_trip_keeps_values_guards_and_derivatives() {
         assert_eq!(p.eval(&x).unwrap(), q.eval(&x).unwrap());
     }
     // The guard (y > 0) survives: at a point where y < 0 both refuse.
-    assert!(matches!(q.eval(&[-2.0, 0.1]), Err(Error::GuardFailed { .. })));
+    assert!(matches!(
+        q.eval(&[-2.0, 0.1]),
+        Err(Error::GuardFailed { .. })
+    ));
     // Derived programs serialise too.
     let left = reverse(&q).unwrap().left_program().clone();
     let back: Program = serde_json::from_str(&serde_json::to_string(&left).unwrap()).unwrap();
-    assert_eq!(back.eval(&[0.4, 1.5]).unwrap(), left.eval(&[0.4, 1.5]).unwrap());
+    assert_eq!(
+        back.eval(&[0.4, 1.5]).unwrap(),
+        left.eval(&[0.4, 1.5]).unwrap()
+    );
 }
 
 #[test]

@@ -94,7 +94,7 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 /// The order is a typenum so that the closure levels are typed: see
 /// [`Level`]. Calling past the last closure does not compile:
 ///
-/// ```compile_fail
+/// ```compile_fail,E0599
 /// use optic_ad::{trace, Nested, Real};
 /// use typenum::U1;
 ///

@@ -256,7 +256,11 @@ pub fn split_stages(
         let residual_in = carried.len();
         let residual_out = next.len();
         let program = b
-            .finish_blocks(&outs, vec![residual_in, own_inputs], vec![own_outputs, residual_out])
+            .finish_blocks(
+                &outs,
+                vec![residual_in, own_inputs],
+                vec![own_outputs, residual_out],
+            )
             .dce();
         stages.push(Stage {
             program,

@@ -351,7 +351,7 @@ impl<F: Clone> IndexPath<F> for Vec<Vec<Vec<F>>> {
 /// Handing one representative's residual to the other does not compile
 /// (in the seed it is a run-time `MethodError`):
 ///
-/// ```compile_fail
+/// ```compile_fail,E0308
 /// use optic_ad::optic::{Index, Optic, Path};
 ///
 /// let tup = vec![vec![1], vec![2, 3]];

@@ -26,23 +26,34 @@ impl Var {
 /// code, DESIGN.md §2).
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[allow(missing_docs)]
 pub enum Op {
     /// The `k`-th input of the program.
     Input(u32),
     /// A constant.
     Const(f64),
+    /// `a + b`.
     Add(Var, Var),
+    /// `a − b`.
     Sub(Var, Var),
+    /// `a · b`.
     Mul(Var, Var),
+    /// `a / b`.
     Div(Var, Var),
+    /// `−a`.
     Neg(Var),
+    /// `sin a` (radians).
     Sin(Var),
+    /// `cos a` (radians).
     Cos(Var),
+    /// `eᵃ`.
     Exp(Var),
+    /// `ln a` (NaN for `a < 0`).
     Ln(Var),
+    /// `√a` (NaN for `a < 0`).
     Sqrt(Var),
+    /// `tanh a`.
     Tanh(Var),
+    /// `aⁿ` for a fixed integer `n`.
     Powi(Var, i32),
     /// `a` where `c > 0`, else `b`.
     Select(Var, Var, Var),

@@ -237,7 +237,10 @@ where
     if c > 0 {
         blocks.push(c);
     }
-    let program = frame.builder.finish_blocks(&out_vars, blocks, vec![n_out]).dce();
+    let program = frame
+        .builder
+        .finish_blocks(&out_vars, blocks, vec![n_out])
+        .dce();
     Ok(Traced {
         program,
         captures: frame.captures,

@@ -1,0 +1,178 @@
+#!/usr/bin/env python3
+"""JAX (jit, CPU, float64) and CasADi (SX) on the problems of benches/ad.rs.
+
+Writes target/peers.json with median times (ns) per call, which
+benches/report.py prints next to the criterion results. Each derivative is
+checked against its own plain-f value path (finite values, and the JAX and
+CasADi results against each other) before timing.
+
+Set-up: pip install jax jaxlib casadi numpy
+Run:    python3 benches/peers.py
+
+Timings include each framework's per-call dispatch from Python (about
+microseconds); the ratio to the framework's own `f` call cancels part of it.
+"""
+import json
+import pathlib
+import statistics
+import time
+
+import numpy as np
+
+root = pathlib.Path(__file__).resolve().parent.parent
+
+
+def median_ns(fn, min_time=0.2, repeats=15):
+    fn()  # warm up / compile
+    # calibrate the number of calls per repeat
+    n = 1
+    while True:
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        dt = time.perf_counter_ns() - t0
+        if dt > min_time * 1e9 / repeats or n > 1 << 20:
+            break
+        n *= 2
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            fn()
+        samples.append((time.perf_counter_ns() - t0) / n)
+    return statistics.median(samples)
+
+
+def load_wdbc():
+    rows = (root / "examples" / "data" / "wdbc.csv").read_text().strip().splitlines()[1:]
+    data = np.array([[float(v) for v in r.split(",")] for r in rows])
+    x, y = data[:, :30], data[:, 30]
+    x = (x - x.mean(axis=0)) / x.std(axis=0)  # population std, as the main job
+    s = np.where(y == 1.0, 1.0, -1.0)
+    return x, s
+
+
+def problems():
+    n = 100
+    i = np.arange(n)
+    xr = 0.5 + 0.4 * np.sin(i * 0.7)
+    vr = np.cos(i * 1.3)
+    X, s = load_wdbc()
+    j = np.arange(31)
+    xl = 0.1 * np.sin(j * 0.9)
+    vl = np.cos(j * 1.7)
+    return (xr, vr), (X, s, xl, vl)
+
+
+def run_jax():
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    (xr, vr), (X, s, xl, vl) = problems()
+    out = {}
+
+    def rosen(x):
+        return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+    def logistic(t):
+        w, b = t[:30], t[30]
+        z = -s * (X @ w + b)
+        return jnp.sum(jnp.logaddexp(0.0, z)) + 0.5 * jnp.dot(w, w)
+
+    def h(t):
+        return jnp.exp(jnp.sin(t)) * jnp.log(t * t + 1.0) + jnp.tanh(t) / (t * t + 1.0)
+
+    results = {}
+    for group, fun, x, v in [("rosenbrock100", rosen, xr, vr), ("logistic_wdbc", logistic, xl, vl)]:
+        x, v = jnp.asarray(x), jnp.asarray(v)
+        f = jax.jit(fun)
+        g = jax.jit(jax.grad(fun))
+        hv = jax.jit(lambda x, v, fun=fun: jax.jvp(jax.grad(fun), (x,), (v,))[1])
+        assert np.all(np.isfinite(np.asarray(g(x)))) and np.all(np.isfinite(np.asarray(hv(x, v))))
+        results[group] = (np.asarray(g(x)), np.asarray(hv(x, v)))
+        out[group] = {
+            "f": median_ns(lambda: f(x).block_until_ready()),
+            "gradient": median_ns(lambda: g(x).block_until_ready()),
+            "hvp": median_ns(lambda: hv(x, v).block_until_ready()),
+        }
+    t = jnp.asarray(0.7)
+    f = jax.jit(h)
+    d3 = jax.jit(jax.grad(jax.grad(jax.grad(h))))
+    results["third_derivative"] = float(d3(t))
+    out["third_derivative"] = {
+        "f": median_ns(lambda: f(t).block_until_ready()),
+        "third derivative": median_ns(lambda: d3(t).block_until_ready()),
+    }
+    return out, results
+
+
+def run_casadi():
+    import casadi as ca
+
+    (xr, vr), (X, s, xl, vl) = problems()
+    out = {}
+    results = {}
+
+    def rosen(x):
+        n = x.shape[0]
+        return ca.sum1(100.0 * (x[1:n] - x[0 : n - 1] ** 2) ** 2 + (1.0 - x[0 : n - 1]) ** 2)
+
+    def logistic(t):
+        w, b = t[0:30], t[30]
+        z = -ca.DM(s) * (ca.mtimes(ca.DM(X), w) + b)
+        sp = ca.fmax(z, 0.0) + ca.log(1.0 + ca.exp(-ca.fabs(z)))
+        return ca.sum1(sp) + 0.5 * ca.dot(w, w)
+
+    for group, fun, x, v in [("rosenbrock100", rosen, xr, vr), ("logistic_wdbc", logistic, xl, vl)]:
+        n = x.shape[0]
+        xs, vs = ca.SX.sym("x", n), ca.SX.sym("v", n)
+        fx = fun(xs)
+        gx = ca.gradient(fx, xs)
+        F = ca.Function("f", [xs], [fx])
+        G = ca.Function("g", [xs], [gx])
+        H = ca.Function("hv", [xs, vs], [ca.jtimes(gx, xs, vs)])
+        results[group] = (np.asarray(G(x)).ravel(), np.asarray(H(x, v)).ravel())
+        out[group] = {
+            "f": median_ns(lambda: F(x)),
+            "gradient": median_ns(lambda: G(x)),
+            "hvp": median_ns(lambda: H(x, v)),
+        }
+    t = ca.SX.sym("t")
+    e = ca.exp(ca.sin(t)) * ca.log(t * t + 1.0) + ca.tanh(t) / (t * t + 1.0)
+    d3 = ca.jacobian(ca.jacobian(ca.jacobian(e, t), t), t)
+    F = ca.Function("h", [t], [e])
+    D3 = ca.Function("d3", [t], [d3])
+    results["third_derivative"] = float(D3(0.7))
+    out["third_derivative"] = {"f": median_ns(lambda: F(0.7)), "third derivative": median_ns(lambda: D3(0.7))}
+    return out, results
+
+
+def main():
+    merged = {}
+    res = {}
+    for name, runner in [("jax", run_jax), ("casadi", run_casadi)]:
+        try:
+            out, r = runner()
+        except ImportError as e:
+            print(f"{name}: not installed ({e}); pip install jax jaxlib casadi")
+            continue
+        res[name] = r
+        for group, times in out.items():
+            merged.setdefault(group, {})[name] = times
+    if len(res) == 2:
+        for group in ("rosenbrock100", "logistic_wdbc"):
+            for a, b in zip(res["jax"][group], res["casadi"][group]):
+                assert np.allclose(a, b, rtol=1e-9, atol=1e-12), f"{group}: jax and casadi disagree"
+        assert abs(res["jax"]["third_derivative"] - res["casadi"]["third_derivative"]) < 1e-9
+        print("jax and casadi agree on every derivative")
+    (root / "target").mkdir(exist_ok=True)
+    (root / "target" / "peers.json").write_text(json.dumps(merged, indent=1))
+    for group, peers in merged.items():
+        for peer, times in peers.items():
+            print(group, peer, {k: f"{v / 1000:.3f} µs" for k, v in times.items()})
+
+
+if __name__ == "__main__":
+    main()
