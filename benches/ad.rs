@@ -46,27 +46,41 @@ fn point(n: usize) -> (Vec<f64>, Vec<f64>) {
     (x, v)
 }
 
-fn num_dual_gradient(x: &[f64], out: &mut [f64], buf: &mut Vec<Dual64>) {
-    for i in 0..x.len() {
+/// Gradient by num-dual forward mode: one `Dual64` pass per coordinate.
+fn num_dual_gradient(
+    f: impl Fn(&[Dual64]) -> Dual64,
+    x: &[f64],
+    out: &mut [f64],
+    buf: &mut Vec<Dual64>,
+) {
+    for (i, o) in out.iter_mut().enumerate() {
         buf.clear();
         buf.extend(
             x.iter()
                 .enumerate()
                 .map(|(j, &xj)| Dual64::new(xj, if i == j { 1.0 } else { 0.0 })),
         );
-        out[i] = rosenbrock(buf).eps;
+        *o = f(buf).eps;
     }
 }
 
-fn num_dual_hvp(x: &[f64], v: &[f64], out: &mut [f64], buf: &mut Vec<HyperDual64>) {
-    for i in 0..x.len() {
+/// Hessian-vector product by num-dual forward-over-forward: one
+/// `HyperDual64` pass per coordinate, with ε₁ = eᵢ and ε₂ = v.
+fn num_dual_hvp(
+    f: impl Fn(&[HyperDual64]) -> HyperDual64,
+    x: &[f64],
+    v: &[f64],
+    out: &mut [f64],
+    buf: &mut Vec<HyperDual64>,
+) {
+    for (i, o) in out.iter_mut().enumerate() {
         buf.clear();
         buf.extend(
             x.iter().zip(v).enumerate().map(|(j, (&xj, &vj))| {
                 HyperDual64::new(xj, if i == j { 1.0 } else { 0.0 }, vj, 0.0)
             }),
         );
-        out[i] = rosenbrock(buf).eps1eps2;
+        *o = f(buf).eps1eps2;
     }
 }
 
@@ -92,7 +106,7 @@ fn bench_rosenbrock(c: &mut Criterion) {
     hvp.apply(&v, &mut hv).unwrap();
 
     // echidna: bytecode tape, recorded once.
-    let (mut tape, _) = echidna::record(|t| rosenbrock_echidna(t), &x);
+    let (mut tape, _) = echidna::record(rosenbrock_echidna, &x);
     let mut abuf = Vec::new();
     let eg = tape.gradient_with_buf(&x, &mut abuf);
     let (mut dv, mut da) = (Vec::new(), Vec::new());
@@ -103,10 +117,10 @@ fn bench_rosenbrock(c: &mut Criterion) {
     // num-dual: forward mode, one pass per coordinate.
     let mut nd = vec![0.0; N];
     let mut dbuf = Vec::new();
-    num_dual_gradient(&x, &mut nd, &mut dbuf);
+    num_dual_gradient(rosenbrock, &x, &mut nd, &mut dbuf);
     assert!(close(&gout, &nd), "gradient disagrees with num-dual");
     let mut hbuf = Vec::new();
-    num_dual_hvp(&x, &v, &mut nd, &mut hbuf);
+    num_dual_hvp(rosenbrock, &x, &v, &mut nd, &mut hbuf);
     assert!(close(&hv, &nd), "hvp disagrees with num-dual");
 
     g.bench_function("gradient/optic-ad", |b| {
@@ -116,7 +130,7 @@ fn bench_rosenbrock(c: &mut Criterion) {
         b.iter(|| tape.gradient_with_buf(black_box(&x), &mut abuf))
     });
     g.bench_function("gradient/num-dual", |b| {
-        b.iter(|| num_dual_gradient(black_box(&x), &mut nd, &mut dbuf))
+        b.iter(|| num_dual_gradient(rosenbrock, black_box(&x), &mut nd, &mut dbuf))
     });
     g.bench_function("hvp/optic-ad (linearize + apply)", |b| {
         b.iter(|| {
@@ -131,7 +145,7 @@ fn bench_rosenbrock(c: &mut Criterion) {
         b.iter(|| tape.hvp_with_buf(black_box(&x), black_box(&v), &mut dv, &mut da))
     });
     g.bench_function("hvp/num-dual", |b| {
-        b.iter(|| num_dual_hvp(black_box(&x), black_box(&v), &mut nd, &mut hbuf))
+        b.iter(|| num_dual_hvp(rosenbrock, black_box(&x), black_box(&v), &mut nd, &mut hbuf))
     });
     g.finish();
 }
@@ -147,8 +161,8 @@ fn logistic_echidna<T: echidna::Scalar<Float = f64>>(theta: &[T], data: &model::
     let mut loss = T::from_f(0.0);
     for (i, &s) in data.s.iter().enumerate() {
         let mut m = theta[d];
-        for j in 0..d {
-            m = m + theta[j] * T::from_f(data.x[i * d + j]);
+        for (&w, &xij) in theta[..d].iter().zip(&data.x[i * d..(i + 1) * d]) {
+            m = m + w * T::from_f(xij);
         }
         let z = m * T::from_f(-s);
         // softplus(z) = max(z, 0) + ln(1 + e^{−|z|})
@@ -186,6 +200,7 @@ fn bench_logistic(c: &mut Criterion) {
 
     let (mut tape, _) = echidna::record(|t| logistic_echidna(t, &data), &x);
     let mut abuf = Vec::new();
+    let mut hbuf: Vec<HyperDual64> = Vec::new();
     let eg = tape.gradient_with_buf(&x, &mut abuf);
     let (mut dv, mut da) = (Vec::new(), Vec::new());
     let (_, ehv) = tape.hvp_with_buf(&x, &v, &mut dv, &mut da);
@@ -194,30 +209,11 @@ fn bench_logistic(c: &mut Criterion) {
 
     let mut nd = vec![0.0; n];
     let mut dbuf: Vec<Dual64> = Vec::new();
-    let nd_grad = |x: &[f64], out: &mut [f64], buf: &mut Vec<Dual64>| {
-        for i in 0..x.len() {
-            buf.clear();
-            buf.extend(
-                x.iter()
-                    .enumerate()
-                    .map(|(j, &xj)| Dual64::new(xj, if i == j { 1.0 } else { 0.0 })),
-            );
-            out[i] = model::objective(buf, &data).eps;
-        }
-    };
-    let mut hbuf: Vec<HyperDual64> = Vec::new();
-    let nd_hvp = |x: &[f64], v: &[f64], out: &mut [f64], buf: &mut Vec<HyperDual64>| {
-        for i in 0..x.len() {
-            buf.clear();
-            buf.extend(x.iter().zip(v).enumerate().map(|(j, (&xj, &vj))| {
-                HyperDual64::new(xj, if i == j { 1.0 } else { 0.0 }, vj, 0.0)
-            }));
-            out[i] = model::objective(buf, &data).eps1eps2;
-        }
-    };
-    nd_grad(&x, &mut nd, &mut dbuf);
+    let fd = |t: &[Dual64]| model::objective(t, &data);
+    let fh = |t: &[HyperDual64]| model::objective(t, &data);
+    num_dual_gradient(fd, &x, &mut nd, &mut dbuf);
     assert!(close(&gout, &nd), "gradient disagrees with num-dual");
-    nd_hvp(&x, &v, &mut nd, &mut hbuf);
+    num_dual_hvp(fh, &x, &v, &mut nd, &mut hbuf);
     assert!(close(&hv, &nd), "hvp disagrees with num-dual");
 
     g.bench_function("gradient/optic-ad", |b| {
@@ -227,7 +223,7 @@ fn bench_logistic(c: &mut Criterion) {
         b.iter(|| tape.gradient_with_buf(black_box(&x), &mut abuf))
     });
     g.bench_function("gradient/num-dual", |b| {
-        b.iter(|| nd_grad(black_box(&x), &mut nd, &mut dbuf))
+        b.iter(|| num_dual_gradient(fd, black_box(&x), &mut nd, &mut dbuf))
     });
     g.bench_function("hvp/optic-ad (linearize + apply)", |b| {
         b.iter(|| {
@@ -242,7 +238,7 @@ fn bench_logistic(c: &mut Criterion) {
         b.iter(|| tape.hvp_with_buf(black_box(&x), black_box(&v), &mut dv, &mut da))
     });
     g.bench_function("hvp/num-dual", |b| {
-        b.iter(|| nd_hvp(black_box(&x), black_box(&v), &mut nd, &mut hbuf))
+        b.iter(|| num_dual_hvp(fh, black_box(&x), black_box(&v), &mut nd, &mut hbuf))
     });
     g.finish();
 }

@@ -175,6 +175,101 @@ where
     Ok((out, xbar))
 }
 
+/// Jacobian-vector product: `(f(x), J_f(x) v)` for `f : ℝⁿ → ℝᵐ`, read off
+/// the second closure of the order-2 bundle (DESIGN.md §3) with `d₁ = 0`
+/// and `d₂ = v`: `r₁ = J_fᵀ d₁` is linear in `d₁`, so its pullback with
+/// respect to `d₁`, fed `v`, is `J_f v` (transposition of a linear map,
+/// seed 004). No separate forward-mode engine is involved.
+///
+/// Shapes: `x` and `v` have `n ≥ 1` entries; the result is `(y, J v)` with
+/// `m` entries each.
+///
+/// # Errors
+///
+/// [`Error::EmptyInput`] for an empty `x`; [`Error::LengthMismatch`] if
+/// `v.len() != x.len()`; as [`gradient`] otherwise.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{jvp, Real};
+///
+/// fn f<T: Real>(x: &[T]) -> Vec<T> {
+///     vec![x[0] * x[1], x[0].sin()]
+/// }
+/// // J = [[x₁, x₀], [cos x₀, 0]].
+/// let (y, jv) = jvp(f, &[2.0, 3.0], &[1.0, 10.0]).unwrap();
+/// assert_relative_eq!(y[1], 2.0_f64.sin());
+/// assert_relative_eq!(jv[0], 3.0 + 20.0);
+/// assert_relative_eq!(jv[1], 2.0_f64.cos());
+/// ```
+pub fn jvp<T: Real, F>(f: F, x: &[T], v: &[T]) -> Result<(Vec<T>, Vec<T>)>
+where
+    F: Fn(&[Tracer]) -> Vec<Tracer>,
+{
+    check_nonempty("jvp", x.len())?;
+    check_len("jvp: direction", x.len(), v.len())?;
+    let (p, mut inputs) = trace_at(f, x)?;
+    let (total, m) = (p.n_inputs(), p.n_outputs());
+    // P₂ inputs [x, d₁ (m), d₂ (total), d₃ (m)], outputs [y, r₁, r₂ (m), r₃].
+    let p2 = nest(&p, 2)?;
+    let mut fixed = vec![None; total];
+    fixed.extend(std::iter::repeat_n(Some(0.0), m));
+    fixed.extend((0..total).map(|i| if i < x.len() { None } else { Some(0.0) }));
+    fixed.extend(std::iter::repeat_n(Some(0.0), m));
+    let mut keep: Vec<usize> = (0..m).collect();
+    keep.extend((0..m).map(|i| m + total + i));
+    let prog = p2.specialize(&fixed, &keep)?;
+    inputs.extend_from_slice(v);
+    let mut out = prog.eval(&inputs)?;
+    let jv = out.split_off(m);
+    Ok((out, jv))
+}
+
+/// Dense Jacobian `J_f(x)` of `f : ℝⁿ → ℝᵐ`, row by row: `m`
+/// vector-Jacobian products `e_iᵀ J` with one traced joint program
+/// (`(x, ȳ) ↦ (y, Jᵀȳ)`, ∂⃖f) evaluated `m` times.
+///
+/// Shapes: `x` has `n ≥ 1` entries; the result is `m` rows of `n`.
+///
+/// # Errors
+///
+/// [`Error::EmptyInput`] for an empty `x`; as [`gradient`] otherwise.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{jacobian, Real};
+///
+/// let j = jacobian(|x| vec![x[0] * x[1], x[0].exp()], &[2.0, 3.0]).unwrap();
+/// assert_relative_eq!(j[0][0], 3.0);
+/// assert_relative_eq!(j[0][1], 2.0);
+/// assert_relative_eq!(j[1][0], 2.0_f64.exp());
+/// assert_relative_eq!(j[1][1], 0.0);
+/// ```
+pub fn jacobian<F>(f: F, x: &[f64]) -> Result<Vec<Vec<f64>>>
+where
+    F: Fn(&[Tracer]) -> Vec<Tracer>,
+{
+    check_nonempty("jacobian", x.len())?;
+    let (p, mut inputs) = trace_at(f, x)?;
+    let (n, total, m) = (x.len(), p.n_inputs(), p.n_outputs());
+    let joint = nest(&p, 1)?; // [x, ȳ] -> [y, x̄]
+    inputs.extend(std::iter::repeat_n(0.0, m));
+    let mut ws = Workspace::new();
+    let mut out = vec![0.0; m + total];
+    let mut rows = Vec::with_capacity(m);
+    for i in 0..m {
+        inputs[total + i] = 1.0;
+        joint.eval_with(&mut ws, &inputs, &mut out)?;
+        inputs[total + i] = 0.0;
+        rows.push(out[m..m + n].to_vec());
+    }
+    Ok(rows)
+}
+
 /// Hessian-vector product `H_f(x) v` of a scalar function, from the order-2
 /// bundle (DESIGN.md §3).
 ///

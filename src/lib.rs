@@ -71,7 +71,9 @@ mod program;
 mod real;
 pub mod rules;
 
-pub use drivers::{derivative, gradient, hessian, hvp, vjp, Derivatives, Gradient, Hvp};
+pub use drivers::{
+    derivative, gradient, hessian, hvp, jacobian, jvp, vjp, Derivatives, Gradient, Hvp,
+};
 pub use error::{Error, Result};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
 pub use program::{trace, Builder, Guard, Op, OperandIter, Program, Tracer, Var, Workspace};

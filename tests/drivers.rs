@@ -37,8 +37,8 @@ use std::cell::Cell;
 
 use common::{check, cotangent, err, max_err, point, scale_of, RandomProgram};
 use optic_ad::{
-    derivative, gradient, hessian, hvp, nest, trace, vjp, Error, Gradient, Hvp, Nested, Program,
-    Real, Tracer,
+    derivative, gradient, hessian, hvp, jacobian, jvp, nest, trace, vjp, Error, Gradient, Hvp,
+    Nested, Program, Real, Tracer,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -99,6 +99,39 @@ fn vjp_matches_dual64() {
             let want = common::vjp_dual(p, &x, &ybar);
             let e = worst.note(max_err(&xbar, &want));
             prop_assert!(e <= 1e-10, "vjp error {e:e}");
+            Ok(())
+        },
+    );
+}
+
+/// `jvp` (the second closure of ∂⃖², transposing the pullback) agrees with
+/// num-dual's `J v`, and `jacobian` (m vjps) with num-dual's Jacobian, for
+/// programs with several outputs.
+#[test]
+fn jvp_and_jacobian_match_dual64() {
+    let strategy = common::program_point_cotangent().prop_flat_map(|(f, x, _)| {
+        let n = f.n;
+        (Just(f), Just(x), cotangent(n))
+    });
+    check(
+        "jvp and jacobian vs Dual64",
+        256,
+        strategy,
+        |(f, x, v), worst| {
+            let p = &f.program;
+            let (y, jv) = jvp(|t: &[Tracer]| p.eval(t).unwrap(), &x, &v).map_err(fail)?;
+            let (y_want, jv_want) = common::jvp_dual(p, &x, &v);
+            prop_assert_eq!(&y, &p.eval(&x).map_err(fail)?);
+            prop_assert!(max_err(&y, &y_want) <= 1e-15);
+            let e = worst.note(max_err(&jv, &jv_want));
+            prop_assert!(e <= 1e-10, "jvp error {e:e}");
+            let jac = jacobian(|t: &[Tracer]| p.eval(t).unwrap(), &x).map_err(fail)?;
+            let jac_want = common::jacobian_dual(p, &x);
+            prop_assert_eq!(jac.len(), p.n_outputs());
+            for (row, want) in jac.iter().zip(&jac_want) {
+                let e = worst.note(max_err(row, want));
+                prop_assert!(e <= 1e-10, "jacobian error {e:e}");
+            }
             Ok(())
         },
     );
