@@ -90,38 +90,70 @@ fn close(a: &[f64], b: &[f64]) -> bool {
         .all(|(p, q)| (p - q).abs() <= 1e-9 * (1.0 + q.abs()))
 }
 
-fn bench_rosenbrock(c: &mut Criterion) {
-    let (x, v) = point(N);
-    let mut g = c.benchmark_group("rosenbrock100");
+/// One problem's functions: the same generic objective instantiated at each
+/// scalar type, plus echidna's recorded tape.
+struct Problem<F0, FT, FD, FH> {
+    name: &'static str,
+    x: Vec<f64>,
+    v: Vec<f64>,
+    f64_f: F0,
+    tracer_f: FT,
+    dual_f: FD,
+    hyper_f: FH,
+    tape: echidna::BytecodeTape<f64>,
+}
 
-    g.bench_function("f64 f", |b| b.iter(|| rosenbrock(black_box(&x))));
+/// Registers `f64 f`, gradient and Hessian-vector product benchmarks for
+/// optic-ad, echidna and num-dual, after checking that all three agree.
+fn bench_gradient_hvp<F0, FT, FD, FH>(c: &mut Criterion, p: Problem<F0, FT, FD, FH>)
+where
+    F0: Fn(&[f64]) -> f64,
+    FT: Fn(&[optic_ad::Tracer]) -> optic_ad::Tracer,
+    FD: Fn(&[Dual64]) -> Dual64 + Copy,
+    FH: Fn(&[HyperDual64]) -> HyperDual64 + Copy,
+{
+    let Problem {
+        name,
+        x,
+        v,
+        f64_f,
+        tracer_f,
+        dual_f,
+        hyper_f,
+        mut tape,
+    } = p;
+    let n = x.len();
+    let mut g = c.benchmark_group(name);
+    g.bench_function("f64 f", |b| b.iter(|| f64_f(black_box(&x))));
 
     // optic-ad: traced once, evaluated per iteration.
-    let mut grad = Gradient::new(rosenbrock, &x).unwrap();
-    let mut gout = vec![0.0; N];
+    let mut grad = Gradient::new(&tracer_f, &x).unwrap();
+    let mut gout = vec![0.0; n];
     grad.eval(&x, &mut gout).unwrap();
-    let mut hvp = Hvp::new(rosenbrock, &x).unwrap();
-    let mut hv = vec![0.0; N];
+    let mut hvp = Hvp::new(&tracer_f, &x).unwrap();
+    let mut hv = vec![0.0; n];
     hvp.linearize(&x).unwrap();
     hvp.apply(&v, &mut hv).unwrap();
 
     // echidna: bytecode tape, recorded once.
-    let (mut tape, _) = echidna::record(rosenbrock_echidna, &x);
     let mut abuf = Vec::new();
     let eg = tape.gradient_with_buf(&x, &mut abuf);
     let (mut dv, mut da) = (Vec::new(), Vec::new());
     let (_, ehv) = tape.hvp_with_buf(&x, &v, &mut dv, &mut da);
-    assert!(close(&gout, &eg), "gradient disagrees with echidna");
-    assert!(close(&hv, &ehv), "hvp disagrees with echidna");
+    assert!(close(&gout, &eg), "{name}: gradient disagrees with echidna");
+    assert!(close(&hv, &ehv), "{name}: hvp disagrees with echidna");
 
     // num-dual: forward mode, one pass per coordinate.
-    let mut nd = vec![0.0; N];
+    let mut nd = vec![0.0; n];
     let mut dbuf = Vec::new();
-    num_dual_gradient(rosenbrock, &x, &mut nd, &mut dbuf);
-    assert!(close(&gout, &nd), "gradient disagrees with num-dual");
+    num_dual_gradient(dual_f, &x, &mut nd, &mut dbuf);
+    assert!(
+        close(&gout, &nd),
+        "{name}: gradient disagrees with num-dual"
+    );
     let mut hbuf = Vec::new();
-    num_dual_hvp(rosenbrock, &x, &v, &mut nd, &mut hbuf);
-    assert!(close(&hv, &nd), "hvp disagrees with num-dual");
+    num_dual_hvp(hyper_f, &x, &v, &mut nd, &mut hbuf);
+    assert!(close(&hv, &nd), "{name}: hvp disagrees with num-dual");
 
     g.bench_function("gradient/optic-ad", |b| {
         b.iter(|| grad.eval(black_box(&x), &mut gout).unwrap())
@@ -130,7 +162,7 @@ fn bench_rosenbrock(c: &mut Criterion) {
         b.iter(|| tape.gradient_with_buf(black_box(&x), &mut abuf))
     });
     g.bench_function("gradient/num-dual", |b| {
-        b.iter(|| num_dual_gradient(rosenbrock, black_box(&x), &mut nd, &mut dbuf))
+        b.iter(|| num_dual_gradient(dual_f, black_box(&x), &mut nd, &mut dbuf))
     });
     g.bench_function("hvp/optic-ad (linearize + apply)", |b| {
         b.iter(|| {
@@ -145,9 +177,27 @@ fn bench_rosenbrock(c: &mut Criterion) {
         b.iter(|| tape.hvp_with_buf(black_box(&x), black_box(&v), &mut dv, &mut da))
     });
     g.bench_function("hvp/num-dual", |b| {
-        b.iter(|| num_dual_hvp(rosenbrock, black_box(&x), black_box(&v), &mut nd, &mut hbuf))
+        b.iter(|| num_dual_hvp(hyper_f, black_box(&x), black_box(&v), &mut nd, &mut hbuf))
     });
     g.finish();
+}
+
+fn bench_rosenbrock(c: &mut Criterion) {
+    let (x, v) = point(N);
+    let (tape, _) = echidna::record(rosenbrock_echidna, &x);
+    bench_gradient_hvp(
+        c,
+        Problem {
+            name: "rosenbrock100",
+            x,
+            v,
+            f64_f: rosenbrock::<f64>,
+            tracer_f: rosenbrock::<optic_ad::Tracer>,
+            dual_f: rosenbrock::<Dual64>,
+            hyper_f: rosenbrock::<HyperDual64>,
+            tape,
+        },
+    );
 }
 
 // ---------- The main job's model: logistic regression on WDBC (n = 31) ----------
@@ -184,63 +234,21 @@ fn bench_logistic(c: &mut Criterion) {
     let n = data.n_params();
     let x: Vec<f64> = (0..n).map(|i| 0.1 * ((i as f64) * 0.9).sin()).collect();
     let v: Vec<f64> = (0..n).map(|i| ((i as f64) * 1.7).cos()).collect();
-    let f = |t: &[optic_ad::Tracer]| model::objective(t, &data);
-    let mut g = c.benchmark_group("logistic_wdbc");
-    g.bench_function("f64 f", |b| {
-        b.iter(|| model::objective(black_box(&x), &data))
-    });
-
-    let mut grad = Gradient::new(f, &x).unwrap();
-    let mut gout = vec![0.0; n];
-    grad.eval(&x, &mut gout).unwrap();
-    let mut hvp = Hvp::new(f, &x).unwrap();
-    let mut hv = vec![0.0; n];
-    hvp.linearize(&x).unwrap();
-    hvp.apply(&v, &mut hv).unwrap();
-
-    let (mut tape, _) = echidna::record(|t| logistic_echidna(t, &data), &x);
-    let mut abuf = Vec::new();
-    let mut hbuf: Vec<HyperDual64> = Vec::new();
-    let eg = tape.gradient_with_buf(&x, &mut abuf);
-    let (mut dv, mut da) = (Vec::new(), Vec::new());
-    let (_, ehv) = tape.hvp_with_buf(&x, &v, &mut dv, &mut da);
-    assert!(close(&gout, &eg), "gradient disagrees with echidna");
-    assert!(close(&hv, &ehv), "hvp disagrees with echidna");
-
-    let mut nd = vec![0.0; n];
-    let mut dbuf: Vec<Dual64> = Vec::new();
-    let fd = |t: &[Dual64]| model::objective(t, &data);
-    let fh = |t: &[HyperDual64]| model::objective(t, &data);
-    num_dual_gradient(fd, &x, &mut nd, &mut dbuf);
-    assert!(close(&gout, &nd), "gradient disagrees with num-dual");
-    num_dual_hvp(fh, &x, &v, &mut nd, &mut hbuf);
-    assert!(close(&hv, &nd), "hvp disagrees with num-dual");
-
-    g.bench_function("gradient/optic-ad", |b| {
-        b.iter(|| grad.eval(black_box(&x), &mut gout).unwrap())
-    });
-    g.bench_function("gradient/echidna", |b| {
-        b.iter(|| tape.gradient_with_buf(black_box(&x), &mut abuf))
-    });
-    g.bench_function("gradient/num-dual", |b| {
-        b.iter(|| num_dual_gradient(fd, black_box(&x), &mut nd, &mut dbuf))
-    });
-    g.bench_function("hvp/optic-ad (linearize + apply)", |b| {
-        b.iter(|| {
-            hvp.linearize(black_box(&x)).unwrap();
-            hvp.apply(black_box(&v), &mut hv).unwrap();
-        })
-    });
-    g.bench_function("hvp/optic-ad (apply at a fixed point)", |b| {
-        b.iter(|| hvp.apply(black_box(&v), &mut hv).unwrap())
-    });
-    g.bench_function("hvp/echidna", |b| {
-        b.iter(|| tape.hvp_with_buf(black_box(&x), black_box(&v), &mut dv, &mut da))
-    });
-    g.bench_function("hvp/num-dual", |b| {
-        b.iter(|| num_dual_hvp(fh, black_box(&x), black_box(&v), &mut nd, &mut hbuf))
-    });
-    g.finish();
+    let (tape, _) = echidna::record(|t| logistic_echidna(t, &data), &x);
+    let d = &data;
+    bench_gradient_hvp(
+        c,
+        Problem {
+            name: "logistic_wdbc",
+            x,
+            v,
+            f64_f: |t: &[f64]| model::objective(t, d),
+            tracer_f: |t: &[optic_ad::Tracer]| model::objective(t, d),
+            dual_f: |t: &[Dual64]| model::objective(t, d),
+            hyper_f: |t: &[HyperDual64]| model::objective(t, d),
+            tape,
+        },
+    );
 }
 
 // ---------- Third derivative of a scalar function ----------
