@@ -17,6 +17,24 @@ use crate::rules;
 /// Blocks: inputs `[P's input blocks…, P's output blocks…]` (the second
 /// group holds cotangents), outputs `[P's output blocks…, P's input
 /// blocks…]`.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::functor::reverse_joint;
+/// use optic_ad::{trace, Real};
+///
+/// // f(x₀, x₁) = x₀ x₁ (n = 2, m = 1): J(x, ȳ) = (y, ȳ x₁, ȳ x₀).
+/// let p = trace(|x| vec![x[0] * x[1]], &[1.0, 1.0]).unwrap();
+/// let j = reverse_joint(&p);
+/// assert_eq!((j.n_inputs(), j.n_outputs()), (3, 3));
+/// assert_eq!(j.input_blocks(), &[2, 1]);
+/// let out = j.eval(&[2.0, 5.0, 10.0]).unwrap();
+/// assert_relative_eq!(out[0], 10.0);
+/// assert_relative_eq!(out[1], 50.0);
+/// assert_relative_eq!(out[2], 20.0);
+/// ```
 pub fn reverse_joint(p: &Program) -> Program {
     let mut b = Builder::new();
     let xs: Vec<Var> = (0..p.n_inputs).map(|_| b.input()).collect();
@@ -93,6 +111,28 @@ pub struct Stage {
 ///
 /// [`Error::Layout`] if the stage lists do not match the blocks;
 /// [`Error::NotCausal`] if an output depends on an input of a later stage.
+///
+/// # Example
+///
+/// Splitting the joint program of ∂⃖ sin into left and right: the residual
+/// is `cos x`, computed on the left (seed 000, Snippet 15's capture).
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::functor::{reverse_joint, split_stages};
+/// use optic_ad::{trace, Error, Real};
+///
+/// let p = trace(|x| vec![x[0].sin()], &[0.3]).unwrap();
+/// let j = reverse_joint(&p); // [x, ȳ] -> [y, x̄]
+/// let st = split_stages(&j, &[0, 1], &[0, 1], 2).unwrap();
+/// assert_eq!(st[0].residual_out, 1);
+/// let left = st[0].program.eval(&[0.3]).unwrap(); // [y, cos x]
+/// assert_relative_eq!(left[1], 0.3_f64.cos());
+/// let right = st[1].program.eval(&[left[1], 2.0]).unwrap(); // [x̄]
+/// assert_relative_eq!(right[0], 2.0 * 0.3_f64.cos());
+/// // x̄ cannot be ready before ȳ arrives.
+/// assert!(matches!(split_stages(&j, &[0, 1], &[0, 0], 2), Err(Error::NotCausal { .. })));
+/// ```
 pub fn split_stages(
     p: &Program,
     input_stage: &[usize],
@@ -339,6 +379,22 @@ pub struct ReverseOptic {
 ///
 /// None for programs built by this crate; [`Error::NotCausal`] would mean a
 /// bug in the transform.
+///
+/// # Example
+///
+/// ∂⃖ applies again to the programs it returns (seed 000 §VII.A):
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::optic::Optic;
+/// use optic_ad::{reverse, trace, Real};
+///
+/// let f = trace(|x| vec![x[0].exp()], &[0.0]).unwrap();
+/// let df = reverse(&f).unwrap();
+/// let ddf = reverse(df.left_program()).unwrap(); // ∂⃖ of the left x ↦ (eˣ, eˣ)
+/// let xbar = ddf.modify(vec![1.0], |_| vec![1.0, 0.0]).unwrap();
+/// assert_relative_eq!(xbar[0], 1.0_f64.exp());
+/// ```
 pub fn reverse(p: &Program) -> Result<ReverseOptic> {
     let flat = p.flatten_blocks();
     let joint = reverse_joint(&flat);

@@ -236,6 +236,15 @@ impl Program {
     ///
     /// [`Error::Layout`]: crate::Error::Layout
     /// [`Error::MissingRule`]: crate::Error::MissingRule
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{trace, Real};
+    ///
+    /// let p = trace(|x| vec![x[0].sin()], &[0.1]).unwrap();
+    /// assert!(p.validate().is_ok());
+    /// ```
     pub fn validate(&self) -> Result<(), crate::error::Error> {
         use crate::error::Error;
         let n = self.ops.len();

@@ -132,6 +132,19 @@ impl Program {
     ///
     /// [`Error::Layout`] if either argument is not a permutation of the
     /// block indices.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::functor::reverse_joint;
+    /// use optic_ad::{trace, Real};
+    ///
+    /// let p = trace(|x| vec![x[0] * 3.0], &[1.0]).unwrap();
+    /// let j = reverse_joint(&p); // inputs [x, ȳ], outputs [y, x̄]
+    /// let swapped = j.permute_blocks(&[1, 0], &[1, 0]).unwrap(); // [ȳ, x] -> [x̄, y]
+    /// assert_eq!(swapped.eval(&[2.0, 5.0]).unwrap(), vec![6.0, 15.0]);
+    /// assert!(j.permute_blocks(&[0, 0], &[0, 1]).is_err());
+    /// ```
     pub fn permute_blocks(&self, input_perm: &[usize], output_perm: &[usize]) -> Result<Program> {
         fn is_perm(p: &[usize], n: usize) -> bool {
             let mut seen = vec![false; n];
