@@ -507,3 +507,32 @@ fn generator_covers_all_primitives() {
     eprintln!("[generator coverage] op counts (powi: negative exponents only): {seen:?}");
     assert!(seen.iter().all(|&c| c > 0), "{seen:?}");
 }
+
+/// The public law checkers of `optic_ad::functor::laws` hold on random
+/// programs at orders 1 and 2 (at order 2 on `F = nest(f, 1)`), with the
+/// same tolerance as the hand-written comparisons above.
+#[test]
+fn public_law_checkers_hold_on_random_programs() {
+    use optic_ad::functor::laws::{composition_law, identity_laws, preserves_identity};
+    check(
+        "functor::laws, order 1",
+        256,
+        composable(),
+        |(f, g, x, c, _), _| {
+            prop_assert!(composition_law(&f.program, &g.program, &x, &c, TOL).map_err(fail)?);
+            let ybar = vec![1.0; f.m];
+            prop_assert!(identity_laws(&f.program, &x, &ybar, 0.0).map_err(fail)?);
+            prop_assert!(preserves_identity(x.len(), &x, &x).map_err(fail)?);
+            Ok(())
+        },
+    );
+    check(
+        "functor::laws, order 2",
+        128,
+        composable_at_order(1, 3..=15),
+        |(_, big_f, g, a, c, _), _| {
+            prop_assert!(composition_law(&big_f, &g.program, &a, &c, TOL).map_err(fail)?);
+            Ok(())
+        },
+    );
+}

@@ -2,6 +2,7 @@
 //! AD optic functor (seed 000 §VI), and its repetition ∂⃖ᴺ in the
 //! nested-closure encoding (§VII.B).
 
+pub mod laws;
 pub(crate) mod nested;
 pub(crate) mod reverse;
 

@@ -1,0 +1,157 @@
+//! The functor laws of ∂⃖ as reusable checkers (DESIGN.md §4), one named
+//! function per law, in the manner of the lens-law checkers in
+//! [`crate::optic`].
+//!
+//! Two optics are compared *by action* (block style, seed 000 §I.A and
+//! §III): the same forward value and the same `modify` result for a given
+//! point and output cotangent. Residuals may differ between representatives
+//! and are never compared. Values are compared with
+//! [`approx::relative_eq!`] at the given relative tolerance (and the same
+//! number as an absolute floor near zero), because the two sides associate
+//! cotangent sums differently.
+
+use approx::relative_eq;
+
+use super::reverse::{reverse, ReverseOptic};
+use crate::error::Result;
+use crate::optic::{Id, Optic};
+use crate::program::Program;
+
+fn same(a: &[f64], b: &[f64], tol: f64) -> bool {
+    a.len() == b.len()
+        && a.iter().zip(b).all(|(x, y)| {
+            (x.is_nan() && y.is_nan()) || relative_eq!(*x, *y, epsilon = tol, max_relative = tol)
+        })
+}
+
+/// Whether two optics on `Vec<f64>` have the same action at `x` with
+/// output cotangent `ybar`: equal forward values and equal `modify` results.
+fn same_action<O1, O2>(o1: &O1, o2: &O2, x: &[f64], ybar: &[f64], tol: f64) -> Result<bool>
+where
+    O1: Optic<
+        A = Vec<f64>,
+        B = Vec<f64>,
+        BPrime = Vec<f64>,
+        APrime = Vec<f64>,
+        Error = crate::Error,
+    >,
+    O2: Optic<
+        A = Vec<f64>,
+        B = Vec<f64>,
+        BPrime = Vec<f64>,
+        APrime = Vec<f64>,
+        Error = crate::Error,
+    >,
+{
+    let (_, y1) = o1.left(x.to_vec())?;
+    let (_, y2) = o2.left(x.to_vec())?;
+    let a1 = o1.modify(x.to_vec(), |_| ybar.to_vec())?;
+    let a2 = o2.modify(x.to_vec(), |_| ybar.to_vec())?;
+    Ok(same(&y1, &y2, tol) && same(&a1, &a2, tol))
+}
+
+/// Composition law `∂⃖(g ∘ f) ≅ ∂⃖f § ∂⃖g` (seed 000 §III: an optic functor
+/// preserves composition), checked by action at `x` with output cotangent
+/// `ybar`.
+///
+/// Shapes: `f : ℝⁿ → ℝᵐ`, `g : ℝᵐ → ℝᵏ`, `x` has `n` entries, `ybar` has
+/// `k`.
+///
+/// # Errors
+///
+/// [`crate::Error::LengthMismatch`] if the shapes do not fit; evaluation
+/// errors of the programs.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::functor::laws::composition_law;
+/// use optic_ad::{trace, Real};
+///
+/// let f = trace(|x| vec![x[0] * x[1], x[0].sin()], &[1.0, 2.0]).unwrap();
+/// let g = trace(|y| vec![y[0].exp() + y[1] * y[0]], &[1.0, 1.0]).unwrap();
+/// assert!(composition_law(&f, &g, &[0.3, -0.7], &[1.5], 1e-12).unwrap());
+/// ```
+pub fn composition_law(
+    f: &Program,
+    g: &Program,
+    x: &[f64],
+    ybar: &[f64],
+    tol: f64,
+) -> Result<bool> {
+    let whole = reverse(&f.then(g)?)?;
+    let parts = reverse(f)?.then(reverse(g)?);
+    same_action(&whole, &parts, x, ybar, tol)
+}
+
+/// Identity laws `Id § ∂⃖f ≅ ∂⃖f ≅ ∂⃖f § Id` (seed 000 §I), checked by
+/// action at `x` with output cotangent `ybar`.
+///
+/// # Errors
+///
+/// As [`composition_law`].
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::functor::laws::identity_laws;
+/// use optic_ad::{trace, Real};
+///
+/// let f = trace(|x| vec![x[0].tanh() * x[1]], &[1.0, 2.0]).unwrap();
+/// assert!(identity_laws(&f, &[0.4, 0.9], &[2.0], 0.0).unwrap());
+/// ```
+pub fn identity_laws(f: &Program, x: &[f64], ybar: &[f64], tol: f64) -> Result<bool> {
+    let df = reverse(f)?;
+    let left = Id::<Vec<f64>, Vec<f64>, crate::Error>::new().then(df.clone());
+    let right = df
+        .clone()
+        .then(Id::<Vec<f64>, Vec<f64>, crate::Error>::new());
+    Ok(same_action(&left, &df, x, ybar, tol)? && same_action(&right, &df, x, ybar, tol)?)
+}
+
+/// Functor law on identities, `∂⃖(id) ≅ id`: the reverse optic of the
+/// identity program of width `n` passes `x` forward and `ȳ` back unchanged.
+///
+/// # Errors
+///
+/// [`crate::Error::LengthMismatch`] unless `x` and `ybar` have `n` entries.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::functor::laws::preserves_identity;
+///
+/// assert!(preserves_identity(3, &[1.0, 2.0, 3.0], &[0.5, -1.0, 4.0]).unwrap());
+/// ```
+pub fn preserves_identity(n: usize, x: &[f64], ybar: &[f64]) -> Result<bool> {
+    let mut b = crate::program::Builder::new();
+    let xs: Vec<_> = (0..n).map(|_| b.input()).collect();
+    let id: ReverseOptic = reverse(&b.finish(&xs))?;
+    let (_, y) = id.left(x.to_vec())?;
+    let back = id.modify(x.to_vec(), |_| ybar.to_vec())?;
+    Ok(y == x && back == ybar)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{trace, Real};
+
+    /// The comparison the checkers rest on can fail: two different optics
+    /// are told apart, by the forward value or by the pullback alone.
+    #[test]
+    fn same_action_tells_different_optics_apart() {
+        let f = reverse(&trace(|x| vec![x[0].sin()], &[0.5]).unwrap()).unwrap();
+        let g = reverse(&trace(|x| vec![x[0].cos()], &[0.5]).unwrap()).unwrap();
+        let h =
+            reverse(&trace(|x| vec![x[0].sin() + x[0] * x[0] * 1e-3], &[0.5]).unwrap()).unwrap();
+        assert!(same_action(&f, &f, &[0.5], &[1.0], 0.0).unwrap());
+        assert!(!same_action(&f, &g, &[0.5], &[1.0], 1e-12).unwrap());
+        // h differs from f by x²·10⁻³: told apart at x = 1; at x = 0 their
+        // values agree.
+        assert!(!same_action(&f, &h, &[1.0], &[1.0], 1e-12).unwrap());
+        let (_, yf) = f.left(vec![0.0]).unwrap();
+        let (_, yh) = h.left(vec![0.0]).unwrap();
+        assert_eq!(yf, yh);
+    }
+}
