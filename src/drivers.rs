@@ -746,3 +746,55 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
         Ok(())
     }
 }
+
+/// The Hessian-vector product as an optic (seed 000 §I): `left` runs the
+/// primal stage, `x ↦ (m, (f(x), ∇f(x)))`, and `right` runs the product
+/// stage, `(m, v) ↦ H_f(x) v`; the residual `m` is what the products need
+/// from `x`.
+///
+/// Types: `A = Vec<f64>` (`x`, `n` entries), `B = (f64, Vec<f64>)`,
+/// `BPrime = Vec<f64>` (`v`), `APrime = Vec<f64>` (`H v`),
+/// `Residual = Vec<f64>` ([`Hvp::residual_len`] entries). Through this
+/// interface the programs are evaluated with fresh buffers, and a failed
+/// guard is returned rather than re-traced (the optic cannot change
+/// itself); use [`Hvp::linearize`] and [`Hvp::apply`] in loops.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::optic::Optic;
+/// use optic_ad::{Hvp, Real};
+///
+/// let h = Hvp::new(|x| x[0] * x[0] * x[1], &[1.0, 1.0]).unwrap();
+/// let (m, (y, g)) = h.left(vec![2.0, 3.0]).unwrap();
+/// assert_relative_eq!(y, 12.0);
+/// assert_relative_eq!(g[0], 12.0);
+/// let hv = h.right(m, vec![0.0, 1.0]).unwrap(); // second column: (2x₀, 0)
+/// assert_relative_eq!(hv[0], 4.0);
+/// assert_relative_eq!(hv[1], 0.0);
+/// ```
+impl<F> crate::optic::Optic for Hvp<F> {
+    type A = Vec<f64>;
+    type B = (f64, Vec<f64>);
+    type BPrime = Vec<f64>;
+    type APrime = Vec<f64>;
+    type Residual = Vec<f64>;
+    type Error = Error;
+
+    fn left(&self, a: Vec<f64>) -> Result<(Vec<f64>, (f64, Vec<f64>))> {
+        check_len("Hvp: x", self.n, a.len())?;
+        let mut out = self.left.program.eval(&a)?;
+        let m = out.split_off(1 + self.n);
+        let g = out.split_off(1);
+        Ok((m, (out[0], g)))
+    }
+
+    fn right(&self, m: Vec<f64>, v: Vec<f64>) -> Result<Vec<f64>> {
+        check_len("Hvp: residual", self.left.residual_out, m.len())?;
+        check_len("Hvp: v", self.n, v.len())?;
+        let mut inp = m;
+        inp.extend_from_slice(&v);
+        self.right.program.eval(&inp)
+    }
+}

@@ -177,6 +177,37 @@ fn hvp_matches_hessian_and_hyperdual() {
     );
 }
 
+/// `Hvp` as an optic: `left` gives (f, ∇f) and a residual, `right` gives
+/// H v, bit-for-bit equal to `linearize` + `apply` (the same two programs),
+/// and `modify` is the block-style form of the same thing.
+#[test]
+fn hvp_optic_matches_linearize_apply() {
+    use optic_ad::optic::Optic;
+    check(
+        "Hvp as an optic",
+        256,
+        scalar_point_dir(),
+        |(f, x, v), _| {
+            let p = &f.program;
+            let n = x.len();
+            let mut h = Hvp::new(as_fn(p), &x).map_err(fail)?;
+            let (m, (y, g)) = h.left(x.clone()).map_err(fail)?;
+            prop_assert_eq!(m.len(), h.residual_len());
+            let hv = h.right(m, v.clone()).map_err(fail)?;
+            let mut g2 = vec![0.0; n];
+            let y2 = h.linearize_with_gradient(&x, &mut g2).map_err(fail)?;
+            let mut hv2 = vec![0.0; n];
+            h.apply(&v, &mut hv2).map_err(fail)?;
+            prop_assert_eq!(y.to_bits(), y2.to_bits());
+            prop_assert_eq!(&g, &g2);
+            prop_assert_eq!(&hv, &hv2);
+            prop_assert_eq!(h.modify(x.clone(), |_| v.clone()).map_err(fail)?, hv2);
+            prop_assert!(h.right(vec![0.0; h.residual_len() + 1], v.clone()).is_err());
+            Ok(())
+        },
+    );
+}
+
 /// The compiled `Hvp` (linearize, then apply) traced at one point and
 /// used at another agrees with `HyperDual64` there; so does its gradient
 /// and value.
