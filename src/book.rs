@@ -21,3 +21,6 @@ mod higher_order {}
 
 #[doc = include_str!("../book/src/drivers.md")]
 mod drivers {}
+
+#[doc = include_str!("../README.md")]
+mod readme {}
