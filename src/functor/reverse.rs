@@ -36,7 +36,7 @@ use crate::rules;
 /// assert_relative_eq!(out[2], 20.0);
 /// ```
 pub fn reverse_joint(p: &Program) -> Program {
-    let mut b = Builder::new();
+    let mut b = Builder::with_capacity(4 * p.ops.len());
     let xs: Vec<Var> = (0..p.n_inputs).map(|_| b.input()).collect();
     let map = p.inline_into(&mut b, &xs);
     let ybar: Vec<Var> = (0..p.outputs.len()).map(|_| b.input()).collect();
@@ -78,7 +78,7 @@ pub fn reverse_joint(p: &Program) -> Program {
     in_blocks.extend_from_slice(&p.output_blocks);
     let mut out_blocks = p.output_blocks.clone();
     out_blocks.extend_from_slice(&p.input_blocks);
-    b.finish_blocks(&outs, in_blocks, out_blocks)
+    b.finish_blocks(&outs, in_blocks, out_blocks).dce()
 }
 
 /// One stage of a staged program: a program whose inputs are
@@ -223,8 +223,12 @@ pub fn split_stages(
     };
     let mut stages = Vec::with_capacity(n_stages);
     let mut carried: Vec<usize> = Vec::new();
-    for s in 0..n_stages {
-        let mut b = Builder::new();
+    let mut per_stage = vec![0usize; n_stages];
+    for &st in &stage {
+        per_stage[st] += 1;
+    }
+    for (s, &stage_len) in per_stage.iter().enumerate() {
+        let mut b = Builder::with_capacity(stage_len + carried.len());
         let mut local: Vec<Option<Var>> = vec![None; n];
         for &i in &carried {
             local[i] = Some(b.input());

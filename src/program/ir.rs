@@ -416,6 +416,16 @@ impl Builder {
         Self::default()
     }
 
+    /// An empty builder with room for about `n` instructions, so that a
+    /// transform of known size does not rehash as it grows.
+    pub fn with_capacity(n: usize) -> Self {
+        Builder {
+            ops: Vec::with_capacity(n),
+            cse: FxHashMap::with_capacity_and_hasher(n, Default::default()),
+            ..Self::default()
+        }
+    }
+
     /// The instructions pushed so far.
     pub fn ops(&self) -> &[Op] {
         &self.ops
@@ -437,6 +447,14 @@ impl Builder {
         let v = Var(self.ops.len() as u32);
         self.ops.push(op);
         v
+    }
+
+    /// `Some(a)` when `v` is `−a`.
+    fn negated(&self, v: Var) -> Option<Var> {
+        match self.ops[v.index()] {
+            Op::Neg(a) => Some(a),
+            _ => None,
+        }
     }
 
     fn constant_of(&self, v: Var) -> Option<f64> {
@@ -481,15 +499,16 @@ impl Builder {
             Ok(v) => return v,
             Err(op) => op,
         };
-        if let Some(k) = key(&op) {
-            if let Some(&v) = self.cse.get(&k) {
-                return v;
-            }
-            let v = self.raw(op);
-            self.cse.insert(k, v);
-            v
-        } else {
-            self.raw(op)
+        match key(&op) {
+            Some(k) => match self.cse.entry(k) {
+                std::collections::hash_map::Entry::Occupied(e) => *e.get(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    let v = Var(self.ops.len() as u32);
+                    self.ops.push(op);
+                    *e.insert(v)
+                }
+            },
+            None => self.raw(op),
         }
     }
 
@@ -514,6 +533,13 @@ impl Builder {
                 if c(self, b) == Some(0.0) {
                     return Ok(a);
                 }
+                // a + (−b) = a − b, exactly in IEEE 754.
+                if let Some(nb) = self.negated(b) {
+                    return Ok(self.push(Sub(a, nb)));
+                }
+                if let Some(na) = self.negated(a) {
+                    return Ok(self.push(Sub(b, na)));
+                }
                 Err(Add(a.min(b), a.max(b)))
             }
             Sub(a, b) => {
@@ -526,6 +552,10 @@ impl Builder {
                 if a == b {
                     return Ok(self.push(Const(0.0)));
                 }
+                // a − (−b) = a + b, exactly.
+                if let Some(nb) = self.negated(b) {
+                    return Ok(self.push(Add(a, nb)));
+                }
                 Err(op)
             }
             Mul(a, b) => {
@@ -536,6 +566,23 @@ impl Builder {
                         Some(-1.0) => return Ok(self.push(Neg(y))),
                         _ => {}
                     }
+                }
+                // (−a)(−b) = ab and (−a)·k = a·(−k), exactly.
+                match (self.negated(a), self.negated(b)) {
+                    (Some(na), Some(nb)) => return Ok(self.push(Mul(na, nb))),
+                    (Some(na), None) => {
+                        if let Some(k) = c(self, b) {
+                            let nk = self.push(Const(-k));
+                            return Ok(self.push(Mul(na, nk)));
+                        }
+                    }
+                    (None, Some(nb)) => {
+                        if let Some(k) = c(self, a) {
+                            let nk = self.push(Const(-k));
+                            return Ok(self.push(Mul(nb, nk)));
+                        }
+                    }
+                    (None, None) => {}
                 }
                 Err(Mul(a.min(b), a.max(b)))
             }
@@ -548,6 +595,10 @@ impl Builder {
                 }
                 if c(self, b) == Some(-1.0) {
                     return Ok(self.push(Neg(a)));
+                }
+                // (−a)/(−b) = a/b, exactly.
+                if let (Some(na), Some(nb)) = (self.negated(a), self.negated(b)) {
+                    return Ok(self.push(Div(na, nb)));
                 }
                 Err(op)
             }

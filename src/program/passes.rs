@@ -112,7 +112,7 @@ impl Program {
                 self.outputs.len()
             )));
         }
-        let mut b = Builder::new();
+        let mut b = Builder::with_capacity(self.ops.len());
         let inputs: Vec<Var> = fixed
             .iter()
             .map(|f| match f {
@@ -220,7 +220,7 @@ impl Program {
                 got: self.outputs.len(),
             });
         }
-        let mut b = Builder::new();
+        let mut b = Builder::with_capacity(self.ops.len() + next.ops.len());
         let inputs: Vec<Var> = (0..self.n_inputs).map(|_| b.input()).collect();
         let m1 = self.inline_into(&mut b, &inputs);
         let mid: Vec<Var> = self.outputs.iter().map(|v| m1[v.index()]).collect();
