@@ -71,27 +71,24 @@ fn gradient_program(p: &Program, n: usize) -> Result<Program> {
     p1.specialize(&fixed, &keep)
 }
 
-/// The Hessian-vector product program `(x, v) ↦ (f, ∇f, H v)`: the
-/// order-2 bundle with `d₁ = 1`, `d₂ = v`, `d₃ = 0` (DESIGN.md §3: `c₃` with
-/// `Δ″ = 0` gives `H v`). The seed `d₁ = 1` is fixed before the second
-/// application of ∂⃖ (specialisation commutes with ∂⃖ for inputs that are
-/// not differentiated), so the second transform sees the smaller gradient
-/// program. Directions for captured inputs are 0.
+/// The Hessian-vector product program `(x, v) ↦ (f, ∇f, H v)`, forward
+/// over reverse: ∂⃗ applied to the gradient program `x ↦ (f, ∇f)` (which is
+/// ∂⃖f with `ȳ = 1`), with tangent `ẋ = v`; the tangent of `∇f` is `H v`.
+/// Tangents of captured inputs are 0.
+///
+/// The same product is the last closure of the order-2 bundle with
+/// `d₁ = 1`, `d₂ = v`, `d₃ = 0` (DESIGN.md §3, reverse over reverse);
+/// `tests/drivers.rs` checks that the two agree. Forward over reverse gives
+/// the smaller program.
 fn hvp_program(p: &Program, n: usize) -> Result<Program> {
     let total = p.n_inputs();
-    // (x, caps) ↦ (y, ∇ wrt x and caps): ∂⃖p with ȳ = 1.
+    let g = gradient_program(p, total)?; // (x, caps) ↦ (y, ∇ wrt x and caps)
+    let fg = crate::functor::forward(&g); // [x, caps, ẋ, ċaps] ↦ [y, ∇, ẏ, (∇)˙]
     let mut fixed = vec![None; total];
-    fixed.push(Some(1.0));
-    let keep: Vec<usize> = (0..=total).collect();
-    let g = nest(p, 1)?.specialize(&fixed, &keep)?;
-    // ∂⃖ again: inputs [x, caps, ȳ, ḡ], outputs [y, ∇, x̄].
-    let j = nest(&g, 1)?;
-    let mut fixed = vec![None; total];
-    fixed.push(Some(0.0));
     fixed.extend((0..total).map(|i| if i < n { None } else { Some(0.0) }));
     let mut keep: Vec<usize> = (0..=n).collect();
-    keep.extend((0..n).map(|i| 1 + total + i));
-    j.specialize(&fixed, &keep)
+    keep.extend((0..n).map(|i| 2 + total + i));
+    fg.specialize(&fixed, &keep)
 }
 
 /// Gradient `∇f(x)` of a scalar function.
@@ -175,11 +172,13 @@ where
     Ok((out, xbar))
 }
 
-/// Jacobian-vector product: `(f(x), J_f(x) v)` for `f : ℝⁿ → ℝᵐ`, read off
-/// the second closure of the order-2 bundle (DESIGN.md §3) with `d₁ = 0`
-/// and `d₂ = v`: `r₁ = J_fᵀ d₁` is linear in `d₁`, so its pullback with
-/// respect to `d₁`, fed `v`, is `J_f v` (transposition of a linear map,
-/// seed 004). No separate forward-mode engine is involved.
+/// Jacobian-vector product: `(f(x), J_f(x) v)` for `f : ℝⁿ → ℝᵐ`, the
+/// pushforward ∂⃗f with tangent `ẋ = v` ([`crate::functor::forward`]).
+///
+/// The same product is also the second closure of the order-2 bundle
+/// (DESIGN.md §3) with `d₁ = 0`, `d₂ = v`: `r₁ = J_fᵀ d₁` is linear in
+/// `d₁`, so its pullback with respect to `d₁` is `J_f` (transposition of a
+/// linear map, seed 004). `tests/drivers.rs` checks that the two agree.
 ///
 /// Shapes: `x` and `v` have `n ≥ 1` entries; the result is `(y, J v)` with
 /// `m` entries each.
@@ -212,15 +211,11 @@ where
     check_len("jvp: direction", x.len(), v.len())?;
     let (p, mut inputs) = trace_at(f, x)?;
     let (total, m) = (p.n_inputs(), p.n_outputs());
-    // P₂ inputs [x, d₁ (m), d₂ (total), d₃ (m)], outputs [y, r₁, r₂ (m), r₃].
-    let p2 = nest(&p, 2)?;
+    // ∂⃗p: inputs [x, caps, ẋ, ċaps], outputs [y, ẏ]; captured tangents 0.
     let mut fixed = vec![None; total];
-    fixed.extend(std::iter::repeat_n(Some(0.0), m));
     fixed.extend((0..total).map(|i| if i < x.len() { None } else { Some(0.0) }));
-    fixed.extend(std::iter::repeat_n(Some(0.0), m));
-    let mut keep: Vec<usize> = (0..m).collect();
-    keep.extend((0..m).map(|i| m + total + i));
-    let prog = p2.specialize(&fixed, &keep)?;
+    let keep: Vec<usize> = (0..2 * m).collect();
+    let prog = crate::functor::forward(&p).specialize(&fixed, &keep)?;
     inputs.extend_from_slice(v);
     let mut out = prog.eval(&inputs)?;
     let jv = out.split_off(m);
@@ -270,8 +265,10 @@ where
     Ok(rows)
 }
 
-/// Hessian-vector product `H_f(x) v` of a scalar function, from the order-2
-/// bundle (DESIGN.md §3).
+/// Hessian-vector product `H_f(x) v` of a scalar function: forward over
+/// reverse, ∂⃗ of the gradient program ∂⃖f. It equals the last closure of
+/// the order-2 bundle with `Δ = 1`, `Δ′ = v`, `Δ″ = 0` (DESIGN.md §3), which
+/// the tests check.
 ///
 /// Shapes: `x` and `v` have `n ≥ 1` entries; so does the result.
 ///
@@ -586,8 +583,10 @@ impl<F: Fn(&[Tracer]) -> Tracer> Gradient<F> {
 /// runs the left (the primal, the gradient, and the residual the products
 /// need) once at `x`; [`Hvp::apply`] runs the right for each direction `v`.
 ///
-/// Built from ∂⃖²f with `d₁ = 1`, `d₃ = 0` (DESIGN.md §3), split into the
-/// stage that depends on `x` only and the stage that depends on `v`.
+/// Built as ∂⃗ of the gradient program ∂⃖f (forward over reverse; the same
+/// product as ∂⃖²f with `d₁ = 1`, `d₃ = 0`, DESIGN.md §3), split by
+/// [`crate::functor::split_stages`] into the stage that depends on `x` only
+/// and the stage that depends on `v`.
 /// Steady-state calls do not allocate.
 ///
 /// # Example

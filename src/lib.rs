@@ -44,6 +44,7 @@
 //! | reverse-mode AD optic functor ∂⃖ | [`reverse`] → [`ReverseOptic`] |
 //! | primal value, pullback f* | `left`'s output `y`, [`ReverseOptic::right_program`] |
 //! | higher-order optic ∂⃖ⁿ, nested closures | [`nest`], [`Nested`], [`functor::Level`] |
+//! | pushforward f₊ (§IV), forward mode | [`functor::forward`] (∂⃗) |
 //! | `rrule` (Snippets 18–20) | [`CustomRule`], [`ScalarRule`] |
 //! | derivative inside the primal (Snippets 21–23) | drivers over [`Tracer`]: captured, never confused |
 //!

@@ -177,6 +177,40 @@ fn hvp_matches_hessian_and_hyperdual() {
     );
 }
 
+/// Two derivations of the same products agree: `hvp` (forward over
+/// reverse, ∂⃗ of the gradient program) with the last closure of the
+/// order-2 bundle ∂⃖²f at `d₁ = 1`, `d₂ = v`, `d₃ = 0` (reverse over
+/// reverse, DESIGN.md §3); and `jvp` (∂⃗f) with the second closure of ∂⃖²f
+/// at `d₁ = 0`, `d₂ = v` (transposition of the linear map `d₁ ↦ Jᵀd₁`).
+#[test]
+fn forward_and_reverse_derivations_agree() {
+    check(
+        "hvp/jvp: forward vs nested reverse",
+        256,
+        scalar_point_dir(),
+        |(f, x, v), worst| {
+            let p = &f.program;
+            let n = x.len();
+            let p2 = nest(p, 2).map_err(fail)?; // [x, d₁, d₂, d₃] -> [y, r₁, r₂, r₃]
+            let mut inp = x.clone();
+            inp.push(1.0);
+            inp.extend_from_slice(&v);
+            inp.push(0.0);
+            let out = p2.eval(&inp).map_err(fail)?;
+            let hv_bundle = &out[2 + n..];
+            let hv = hvp(as_fn(p), &x, &v).map_err(fail)?;
+            let e = worst.note(max_err(&hv, hv_bundle));
+            prop_assert!(e <= 1e-10, "hvp vs bundle: {e:e}");
+            inp[n] = 0.0;
+            let out = p2.eval(&inp).map_err(fail)?;
+            let (_, jv) = jvp(|t: &[Tracer]| p.eval(t).unwrap(), &x, &v).map_err(fail)?;
+            let e = worst.note(err(jv[0], out[1 + n]));
+            prop_assert!(e <= 1e-10, "jvp vs transposition: {e:e}");
+            Ok(())
+        },
+    );
+}
+
 /// `Hvp` as an optic: `left` gives (f, ∇f) and a residual, `right` gives
 /// H v, bit-for-bit equal to `linearize` + `apply` (the same two programs),
 /// and `modify` is the block-style form of the same thing.

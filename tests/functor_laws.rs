@@ -536,3 +536,95 @@ fn public_law_checkers_hold_on_random_programs() {
         },
     );
 }
+
+/// f : ℝⁿ → ℝᵐ pushed forward `order − 1` times (so that the law below is
+/// checked on order-`order` programs), a random g on its outputs, a point
+/// and a tangent.
+#[allow(clippy::type_complexity)]
+fn forward_composable(
+    order: usize,
+) -> impl Strategy<Value = (Program, RandomProgram, Vec<f64>, Vec<f64>)> {
+    (1usize..=3, 1usize..=2, 1usize..=2).prop_flat_map(move |(n, m, k)| {
+        let scale = 1usize << (order - 1);
+        program(n, m, 3..=15, 2.0)
+            .prop_map(move |f| {
+                let mut p = f.program;
+                for _ in 1..order {
+                    p = optic_ad::functor::forward(&p);
+                }
+                p
+            })
+            .prop_flat_map(move |big_f| {
+                (
+                    Just(big_f),
+                    program(scale * m, k, 3..=15, 8.0),
+                    point(scale * n),
+                    cotangent(scale * n),
+                )
+            })
+    })
+}
+
+/// ∂⃗(g ∘ f) = ∂⃗g ∘ ∂⃗f and ∂⃗(id) = id at orders 1, 2 and 3 (DESIGN.md §4:
+/// "the same for ∂⃗, and at every order the tests reach").
+#[test]
+fn forward_functor_laws_orders_1_to_3() {
+    use optic_ad::functor::laws::{forward_composition_law, forward_preserves_identity};
+    for (order, cases) in [(1, 256), (2, 128), (3, 64)] {
+        check(
+            &format!("forward functor law, order {order}"),
+            cases,
+            forward_composable(order),
+            |(big_f, g, x, xdot), _| {
+                prop_assert_eq!(big_f.n_inputs(), x.len());
+                prop_assert!(
+                    forward_composition_law(&big_f, &g.program, &x, &xdot, TOL).map_err(fail)?
+                );
+                prop_assert!(forward_preserves_identity(x.len(), &x, &xdot).map_err(fail)?);
+                Ok(())
+            },
+        );
+    }
+}
+
+/// ∂⃗ᵏ of a program of one variable, seeded with 1 at tangent inputs 1, 2,
+/// 4 (the powers of two, as for ∂⃖ᵏ), gives f⁽ᵏ⁾ as its last output; it
+/// agrees with num-dual `Dual3_64` (independent forward mode) for k ≤ 3 and
+/// with the reverse-mode `derivative::<U3>`.
+#[test]
+fn forward_powers_match_dual3_and_reverse() {
+    check(
+        "forward^k vs Dual3_64 and derivative::<U3>",
+        256,
+        common::univariate_program(3..=20).prop_flat_map(|f| (Just(f), -2.0..2.0f64)),
+        |(f, x), worst| {
+            let p = &f.program;
+            let want = common::taylor3_dual3(p, x);
+            let rev =
+                optic_ad::derivative::<U3, _>(|t| p.eval(&[t]).unwrap()[0], x).map_err(fail)?;
+            let mut q = p.clone();
+            for k in 1..=3usize {
+                q = optic_ad::functor::forward(&q);
+                let width = 1usize << k;
+                let seeds: Vec<f64> = (0..width)
+                    .map(|i| {
+                        if i == 0 {
+                            x
+                        } else if i.is_power_of_two() {
+                            1.0
+                        } else {
+                            0.0
+                        }
+                    })
+                    .collect();
+                let out = q.eval(&seeds).map_err(fail)?;
+                let got = out[width - 1];
+                let e = worst.note(common::err(got, want[k]));
+                prop_assert!(e <= TOL, "order {k}: forward {got} vs Dual3 {}", want[k]);
+                let e = worst.note(common::err(got, rev[k]));
+                prop_assert!(e <= TOL, "order {k}: forward {got} vs reverse {}", rev[k]);
+            }
+            Ok(())
+        },
+    );
+}

@@ -1,5 +1,5 @@
-//! The functor laws of ∂⃖ as reusable checkers (DESIGN.md §4), one named
-//! function per law, in the manner of the lens-law checkers in
+//! The functor laws of ∂⃖ and ∂⃗ as reusable checkers (DESIGN.md §4), one
+//! named function per law, in the manner of the lens-law checkers in
 //! [`crate::optic`].
 //!
 //! Two optics are compared *by action* (block style, seed 000 §I.A and
@@ -12,6 +12,7 @@
 
 use approx::relative_eq;
 
+use super::forward::forward;
 use super::reverse::{reverse, ReverseOptic};
 use crate::error::Result;
 use crate::optic::{Id, Optic};
@@ -130,6 +131,65 @@ pub fn preserves_identity(n: usize, x: &[f64], ybar: &[f64]) -> Result<bool> {
     let (_, y) = id.left(x.to_vec())?;
     let back = id.modify(x.to_vec(), |_| ybar.to_vec())?;
     Ok(y == x && back == ybar)
+}
+
+/// Forward functor law `∂⃗(g ∘ f) = ∂⃗g ∘ ∂⃗f`: the pushforward of a
+/// composite is the composite of the pushforwards (seed 000 §IV, the chain
+/// rule `(g ∘ f)₊ = g₊ ∘ f₊`), checked by evaluating both programs at the
+/// point `x` with tangent `xdot`.
+///
+/// Shapes: `f : ℝⁿ → ℝᵐ`, `g : ℝᵐ → ℝᵏ`; `x` and `xdot` have `n` entries.
+///
+/// # Errors
+///
+/// [`crate::Error::LengthMismatch`] if the shapes do not fit; evaluation
+/// errors of the programs.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::functor::laws::forward_composition_law;
+/// use optic_ad::{trace, Real};
+///
+/// let f = trace(|x| vec![x[0] * x[1], x[0].sin()], &[1.0, 2.0]).unwrap();
+/// let g = trace(|y| vec![y[0].exp() + y[1] * y[0]], &[1.0, 1.0]).unwrap();
+/// assert!(forward_composition_law(&f, &g, &[0.3, -0.7], &[1.0, 2.0], 1e-12).unwrap());
+/// ```
+pub fn forward_composition_law(
+    f: &Program,
+    g: &Program,
+    x: &[f64],
+    xdot: &[f64],
+    tol: f64,
+) -> Result<bool> {
+    let whole = forward(&f.then(g)?);
+    let parts = forward(f).then(&forward(g))?;
+    let mut inp = x.to_vec();
+    inp.extend_from_slice(xdot);
+    Ok(same(&whole.eval(&inp)?, &parts.eval(&inp)?, tol))
+}
+
+/// Forward functor law on identities, `∂⃗(id) = id`: the pushforward of the
+/// identity program of width `n` returns `(x, ẋ)` unchanged.
+///
+/// # Errors
+///
+/// [`crate::Error::LengthMismatch`] unless `x` and `xdot` have `n` entries.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::functor::laws::forward_preserves_identity;
+///
+/// assert!(forward_preserves_identity(2, &[1.0, 2.0], &[0.5, -1.0]).unwrap());
+/// ```
+pub fn forward_preserves_identity(n: usize, x: &[f64], xdot: &[f64]) -> Result<bool> {
+    let mut b = crate::program::Builder::new();
+    let xs: Vec<_> = (0..n).map(|_| b.input()).collect();
+    let id = forward(&b.finish(&xs));
+    let mut inp = x.to_vec();
+    inp.extend_from_slice(xdot);
+    Ok(id.eval(&inp)? == inp)
 }
 
 #[cfg(test)]

@@ -1,10 +1,12 @@
-//! Optic functors on programs (DESIGN.md §2, layer 5): ∂⃖, the reverse-mode
-//! AD optic functor (seed 000 §VI), and its repetition ∂⃖ᴺ in the
-//! nested-closure encoding (§VII.B).
+//! Functors on programs (DESIGN.md §2, layer 5): ∂⃖, the reverse-mode AD
+//! optic functor (seed 000 §VI), its repetition ∂⃖ᴺ in the nested-closure
+//! encoding (§VII.B), and ∂⃗, the forward-mode pushforward (§IV).
 
+mod forward;
 pub mod laws;
 pub(crate) mod nested;
 pub(crate) mod reverse;
 
+pub use forward::forward;
 pub use nested::{nest, Closures, Level, Nested};
 pub use reverse::{reverse, reverse_joint, split_stages, ReverseOptic, Stage};

@@ -31,3 +31,57 @@ pub(super) fn pullback(b: &mut Builder, op: &Op, y: Var, ct: Var) -> [Option<Var
         _ => [None; 3],
     }
 }
+
+/// Pushforwards of the arithmetic primitives, for tangents `ȧ`, `ḃ`
+/// (`None`: a structural zero) and result `y`:
+///
+/// * `a + b`: `ȧ + ḃ`; `a − b`: `ȧ − ḃ`; `−a`: `−ȧ`
+/// * `a · b`: `ȧ b + a ḃ`
+/// * `a / b = y`: `(ȧ − y ḃ) / b`
+/// * `select(c, a, b)`: `select(c, ȧ, ḃ)`
+pub(super) fn pushforward(b: &mut Builder, op: &Op, y: Var, t: [Option<Var>; 3]) -> Option<Var> {
+    let zero = |b: &mut Builder, v: Option<Var>| v.unwrap_or_else(|| b.constant(0.0));
+    match *op {
+        Op::Add(..) => match (t[0], t[1]) {
+            (Some(p), Some(q)) => Some(b.add(p, q)),
+            (p, q) => p.or(q),
+        },
+        Op::Sub(..) => match (t[0], t[1]) {
+            (Some(p), Some(q)) => Some(b.sub(p, q)),
+            (p, None) => p,
+            (None, Some(q)) => Some(b.neg(q)),
+        },
+        Op::Neg(_) => t[0].map(|p| b.neg(p)),
+        Op::Mul(x, z) => {
+            let l = t[0].map(|p| b.mul(p, z));
+            let r = t[1].map(|q| b.mul(x, q));
+            match (l, r) {
+                (Some(l), Some(r)) => Some(b.add(l, r)),
+                (l, r) => l.or(r),
+            }
+        }
+        Op::Div(_, z) => {
+            let num = match (t[0], t[1]) {
+                (Some(p), Some(q)) => {
+                    let yq = b.mul(y, q);
+                    Some(b.sub(p, yq))
+                }
+                (Some(p), None) => Some(p),
+                (None, Some(q)) => {
+                    let yq = b.mul(y, q);
+                    Some(b.neg(yq))
+                }
+                (None, None) => None,
+            };
+            num.map(|n| b.div(n, z))
+        }
+        Op::Select(c, _, _) => {
+            if t[1].is_none() && t[2].is_none() {
+                return None;
+            }
+            let (p, q) = (zero(b, t[1]), zero(b, t[2]));
+            Some(b.select(c, p, q))
+        }
+        _ => None,
+    }
+}

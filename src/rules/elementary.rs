@@ -44,3 +44,12 @@ pub(super) fn pullback(b: &mut Builder, op: &Op, y: Var, ct: Var) -> Option<Var>
         _ => return None,
     })
 }
+
+/// Pushforward of an elementary primitive `y = f(x)` with tangent `ẋ`:
+/// `ẏ = f′(x) ẋ`. For a function of one variable the pushforward and the
+/// pullback are both multiplication by `f′(x)`, so the pullback rule above
+/// is reused with `ȳ := ẋ`: the derivative of each primitive is written
+/// once.
+pub(super) fn pushforward(b: &mut Builder, op: &Op, y: Var, tangent: Var) -> Option<Var> {
+    pullback(b, op, y, tangent)
+}

@@ -37,3 +37,29 @@ pub(crate) fn pullback(
         _ => [elementary::pullback(b, op, y, ct), None, None],
     }
 }
+
+/// The pushforward of one instruction: given its (already rebuilt)
+/// operands, its result `y` and the tangents of its operands (`None`: a
+/// structural zero), emit and return the tangent of `y`.
+///
+/// Unary primitives (elementary and user-defined) reuse their pullback,
+/// which for a scalar function is the same multiplication by `f′(x)`.
+pub(crate) fn pushforward(
+    b: &mut Builder,
+    op: &Op,
+    y: Var,
+    tangents: [Option<Var>; 3],
+    rules: &[CustomRule],
+) -> Option<Var> {
+    match *op {
+        Op::Input(_) | Op::Const(_) => None,
+        Op::Add(..) | Op::Sub(..) | Op::Mul(..) | Op::Div(..) | Op::Neg(_) | Op::Select(..) => {
+            arith::pushforward(b, op, y, tangents)
+        }
+        Op::Custom(r, x) => {
+            let t = tangents[0]?;
+            rules.get(r as usize).map(|rule| rule.pullback(b, x, y, t))
+        }
+        _ => elementary::pushforward(b, op, y, tangents[0]?),
+    }
+}
