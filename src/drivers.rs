@@ -22,6 +22,7 @@ use typenum::{Add1, Unsigned, B1};
 use crate::error::{Error, Result};
 use crate::functor::nested::{derivative_program, nest};
 use crate::functor::reverse::{split_stages, Stage};
+use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::trace::{trace_captured, Traced, Tracer};
 use crate::program::{Program, Workspace};
 use crate::real::Real;
@@ -85,7 +86,7 @@ fn hvp_program(p: &Program, n: usize) -> Result<Program> {
     let g = gradient_program(p, total)?; // (x, caps) ↦ (y, ∇ wrt x and caps)
     let fg = crate::functor::forward(&g); // [x, caps, ẋ, ċaps] ↦ [y, ∇, ẏ, (∇)˙]
     let mut fixed = vec![None; total];
-    fixed.extend((0..total).map(|i| if i < n { None } else { Some(0.0) }));
+    fixed.extend((0..total).map(|i| if i < n { None } else { Some(STRUCTURAL_ZERO) }));
     let mut keep: Vec<usize> = (0..=n).collect();
     keep.extend((0..n).map(|i| 2 + total + i));
     fg.specialize(&fixed, &keep)
@@ -213,7 +214,13 @@ where
     let (total, m) = (p.n_inputs(), p.n_outputs());
     // ∂⃗p: inputs [x, caps, ẋ, ċaps], outputs [y, ẏ]; captured tangents 0.
     let mut fixed = vec![None; total];
-    fixed.extend((0..total).map(|i| if i < x.len() { None } else { Some(0.0) }));
+    fixed.extend((0..total).map(|i| {
+        if i < x.len() {
+            None
+        } else {
+            Some(STRUCTURAL_ZERO)
+        }
+    }));
     let keep: Vec<usize> = (0..2 * m).collect();
     let prog = crate::functor::forward(&p).specialize(&fixed, &keep)?;
     inputs.extend_from_slice(v);
@@ -392,7 +399,7 @@ fn derivatives_program(p: &Program, order: usize) -> Result<Program> {
         let map = dk.inline_into(&mut b, &[x]);
         outs.push(map[dk.outputs()[0].index()]);
     }
-    Ok(b.finish(&outs).dce())
+    Ok(b.finish_unchecked(&outs).dce())
 }
 
 /// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable: traced
@@ -688,6 +695,8 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
     /// re-tracing where a guard fails.
     pub fn linearize(&mut self, x: &[f64]) -> Result<f64> {
         check_len("Hvp: x", self.n, x.len())?;
+        // Until this succeeds there is no valid point: `apply` refuses.
+        self.linearized = false;
         match self
             .left
             .program
@@ -729,7 +738,8 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] unless `v` and `out` have `n` entries;
-    /// [`Error::Layout`] if called before any `linearize`.
+    /// [`Error::Layout`] if no `linearize` has succeeded since the `Hvp` was
+    /// built or since the last one failed.
     pub fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
         check_len("Hvp: v", self.n, v.len())?;
         check_len("Hvp: out", self.n, out.len())?;

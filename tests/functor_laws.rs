@@ -38,7 +38,7 @@ const TOL: f64 = 1e-10;
 fn identity_program(n: usize) -> Program {
     let mut b = Builder::new();
     let xs: Vec<_> = (0..n).map(|_| b.input()).collect();
-    b.finish(&xs)
+    b.finish(&xs).expect("identity program")
 }
 
 /// A random update of the focus in block style: `ȳᵢ = cᵢ + sᵢ yᵢ`, so the

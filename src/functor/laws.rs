@@ -127,7 +127,7 @@ pub fn identity_laws(f: &Program, x: &[f64], ybar: &[f64], tol: f64) -> Result<b
 pub fn preserves_identity(n: usize, x: &[f64], ybar: &[f64]) -> Result<bool> {
     let mut b = crate::program::Builder::new();
     let xs: Vec<_> = (0..n).map(|_| b.input()).collect();
-    let id: ReverseOptic = reverse(&b.finish(&xs))?;
+    let id: ReverseOptic = reverse(&b.finish(&xs)?)?;
     let (_, y) = id.left(x.to_vec())?;
     let back = id.modify(x.to_vec(), |_| ybar.to_vec())?;
     Ok(y == x && back == ybar)
@@ -186,7 +186,7 @@ pub fn forward_composition_law(
 pub fn forward_preserves_identity(n: usize, x: &[f64], xdot: &[f64]) -> Result<bool> {
     let mut b = crate::program::Builder::new();
     let xs: Vec<_> = (0..n).map(|_| b.input()).collect();
-    let id = forward(&b.finish(&xs));
+    let id = forward(&b.finish(&xs)?);
     let mut inp = x.to_vec();
     inp.extend_from_slice(xdot);
     Ok(id.eval(&inp)? == inp)

@@ -8,6 +8,7 @@ use typenum::{Add1, IsLess, Shleft, Sub1, True, Unsigned, B1, U0, U1};
 
 use super::reverse::{reverse_joint, split_stages, Stage};
 use crate::error::{Error, Result};
+use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::Program;
 
 /// The order-`order` bundle program `P_order(x; d₁ … d_K) → (y, r₁ … r_K)`
@@ -76,7 +77,13 @@ pub(crate) fn derivative_program(p: &Program, k: usize) -> Result<Program> {
     let pk = nest(p, k)?;
     let closures = (1usize << k) - 1;
     let mut fixed = vec![None];
-    fixed.extend((1..=closures).map(|i| Some(if i.is_power_of_two() { 1.0 } else { 0.0 })));
+    fixed.extend((1..=closures).map(|i| {
+        Some(if i.is_power_of_two() {
+            1.0
+        } else {
+            STRUCTURAL_ZERO
+        })
+    }));
     pk.specialize(&fixed, &[closures])
 }
 

@@ -340,6 +340,11 @@ impl Program {
     }
 }
 
+/// The constant a structural zero is written as: −0.0, because
+/// `a + (−0) = a` holds exactly for every `a` in IEEE 754, so adding a
+/// structural zero can always be folded away.
+pub(crate) const STRUCTURAL_ZERO: f64 = -0.0;
+
 /// Hashable key of an operation, for common-subexpression elimination.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Key {
@@ -381,11 +386,17 @@ fn key(op: &Op) -> Option<Key> {
 ///
 /// # Structural zeros and NaN
 ///
-/// The builder rewrites `x · 0 → 0`, `0 / x → 0`, `x + 0 → x`, `x · 1 → x`
-/// without looking at `x`. A zero produced this way is a *structural* zero
-/// (seed 002's `Zero`): it means "no dependence", so a derived program
-/// gives `0`, not `NaN`, where an infinite or NaN intermediate meets a zero
-/// cotangent. Values that do flow follow IEEE 754.
+/// The builder rewrites `x · 0 → 0`, `0 / x → 0` and `x − x → 0` without
+/// looking at `x`. A zero produced this way is a *structural* zero (seed
+/// 002's `Zero`): it means "no dependence", so a derived program gives `0`,
+/// not `NaN`, where an infinite or NaN intermediate meets a zero cotangent.
+/// It is written as the constant `−0.0`, and the drivers seed unused
+/// directions with it, because `a + (−0) = a` holds exactly for every `a`:
+/// adding a structural zero is then folded away. Every other rewrite is
+/// exact in IEEE 754 (`a + (−0) → a`, `a − (+0) → a`, `(−0) − b → −b`,
+/// `a · 1 → a`, `a + (−b) → a − b`, `(−a)(−b) → ab`, …); in particular a
+/// user's `x + 0.0` is kept, since `−0 + 0 = +0`. Values that do flow follow
+/// IEEE 754.
 ///
 /// # Example
 ///
@@ -398,7 +409,7 @@ fn key(op: &Op) -> Option<Key> {
 /// let one = b.constant(1.0);
 /// let y = b.mul(s, one); // folded: y is s
 /// assert_eq!(y, s);
-/// let p = b.finish(&[y]);
+/// let p = b.finish(&[y]).unwrap();
 /// assert_eq!(p.eval(&[0.5_f64]).unwrap()[0], 0.5_f64.sin());
 /// ```
 #[derive(Debug, Default)]
@@ -449,17 +460,18 @@ impl Builder {
         v
     }
 
-    /// `Some(a)` when `v` is `−a`.
+    /// `Some(a)` when `v` is `−a`. (`None` for a value not of this
+    /// builder; [`Builder::finish`] reports those.)
     fn negated(&self, v: Var) -> Option<Var> {
-        match self.ops[v.index()] {
-            Op::Neg(a) => Some(a),
+        match self.ops.get(v.index()) {
+            Some(Op::Neg(a)) => Some(*a),
             _ => None,
         }
     }
 
     fn constant_of(&self, v: Var) -> Option<f64> {
-        match self.ops[v.index()] {
-            Op::Const(c) => Some(c),
+        match self.ops.get(v.index()) {
+            Some(Op::Const(c)) => Some(*c),
             _ => None,
         }
     }
@@ -517,9 +529,16 @@ impl Builder {
     fn simplify(&mut self, op: Op) -> Result<Var, Op> {
         use Op::*;
         let c = |s: &Self, v: Var| s.constant_of(v);
-        // Constant folding (rules of custom ops are folded too).
+        // Bit patterns of the two zeros: the rewrites below are exact in
+        // IEEE 754 only for the right sign.
+        let is_neg_zero =
+            |s: &Self, v: Var| c(s, v).is_some_and(|k| k.to_bits() == (-0.0f64).to_bits());
+        let is_pos_zero =
+            |s: &Self, v: Var| c(s, v).is_some_and(|k| k.to_bits() == 0.0f64.to_bits());
+        // Constant folding. User rules are not folded: their value may use
+        // the drivers, and it is computed where tracing can re-enter.
         let all_const = op.operands().all(|v| c(self, v).is_some());
-        if all_const && !matches!(op, Input(_) | Const(_)) {
+        if all_const && !matches!(op, Input(_) | Const(_) | Custom(..)) {
             let vals: Vec<f64> = op.operands().map(|v| c(self, v).unwrap_or(0.0)).collect();
             let mut get = |i: usize| vals[i];
             let value = crate::program::eval::apply_op_f64(&op, &mut get, &self.rules);
@@ -527,10 +546,11 @@ impl Builder {
         }
         match op {
             Add(a, b) => {
-                if c(self, a) == Some(0.0) {
+                // a + (−0) = a for every a (a + (+0) is not: −0 + 0 = +0).
+                if is_neg_zero(self, a) {
                     return Ok(b);
                 }
-                if c(self, b) == Some(0.0) {
+                if is_neg_zero(self, b) {
                     return Ok(a);
                 }
                 // a + (−b) = a − b, exactly in IEEE 754.
@@ -543,14 +563,16 @@ impl Builder {
                 Err(Add(a.min(b), a.max(b)))
             }
             Sub(a, b) => {
-                if c(self, b) == Some(0.0) {
+                // a − (+0) = a and (−0) − b = −b, exactly.
+                if is_pos_zero(self, b) {
                     return Ok(a);
                 }
-                if c(self, a) == Some(0.0) {
+                if is_neg_zero(self, a) {
                     return Ok(self.push(Neg(b)));
                 }
                 if a == b {
-                    return Ok(self.push(Const(0.0)));
+                    // Structural: x − x is 0 whatever x is.
+                    return Ok(self.push(Const(STRUCTURAL_ZERO)));
                 }
                 // a − (−b) = a + b, exactly.
                 if let Some(nb) = self.negated(b) {
@@ -561,7 +583,7 @@ impl Builder {
             Mul(a, b) => {
                 for (x, y) in [(a, b), (b, a)] {
                     match c(self, x) {
-                        Some(0.0) => return Ok(self.push(Const(0.0))),
+                        Some(0.0) => return Ok(self.push(Const(STRUCTURAL_ZERO))),
                         Some(1.0) => return Ok(y),
                         Some(-1.0) => return Ok(self.push(Neg(y))),
                         _ => {}
@@ -588,7 +610,7 @@ impl Builder {
             }
             Div(a, b) => {
                 if c(self, a) == Some(0.0) {
-                    return Ok(self.push(Const(0.0)));
+                    return Ok(self.push(Const(STRUCTURAL_ZERO)));
                 }
                 if c(self, b) == Some(1.0) {
                     return Ok(a);
@@ -603,7 +625,7 @@ impl Builder {
                 Err(op)
             }
             Neg(a) => {
-                if let Neg(inner) = self.ops[a.index()] {
+                if let Some(inner) = self.negated(a) {
                     return Ok(inner);
                 }
                 Err(op)
@@ -688,8 +710,26 @@ impl Builder {
     }
 
     /// Finishes the program with the given outputs, as one input block and
-    /// one output block.
-    pub fn finish(self, outputs: &[Var]) -> Program {
+    /// one output block, and checks it ([`Program::validate`]).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::Layout`] if the program is not well formed: an
+    /// output or operand that is not a value of this builder, or an input
+    /// pushed as [`Op::Input`] instead of declared with [`Builder::input`];
+    /// [`crate::Error::MissingRule`] for an [`Op::Custom`] pushed with a rule
+    /// index this builder never registered. A value of another builder whose
+    /// index happens to exist here cannot be told apart: keep each builder's
+    /// values to itself.
+    pub fn finish(self, outputs: &[Var]) -> Result<Program, crate::error::Error> {
+        let p = self.finish_unchecked(outputs);
+        p.validate()?;
+        Ok(p)
+    }
+
+    /// [`Builder::finish`] without the check, for the crate's transforms,
+    /// whose programs are well formed by construction.
+    pub(crate) fn finish_unchecked(self, outputs: &[Var]) -> Program {
         let n_in = self.n_inputs;
         let n_out = outputs.len();
         self.finish_blocks(outputs, vec![n_in], vec![n_out])

@@ -36,7 +36,7 @@ impl Program {
     /// let x = b.input();
     /// let _unused = b.sin(x);
     /// let y = b.exp(x);
-    /// let p = b.finish(&[y]).dce();
+    /// let p = b.finish(&[y]).unwrap().dce();
     /// assert_eq!(p.len(), 2);
     /// ```
     pub fn dce(&self) -> Program {
@@ -122,7 +122,7 @@ impl Program {
             .collect();
         let map = self.inline_into(&mut b, &inputs);
         let outs: Vec<Var> = keep.iter().map(|&k| map[self.outputs[k].index()]).collect();
-        Ok(b.finish(&outs).dce())
+        Ok(b.finish_unchecked(&outs).dce())
     }
 
     /// Reorders the input and output blocks: new input block `j` is old

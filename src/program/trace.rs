@@ -10,10 +10,11 @@
 //! therefore never mix. A tracer whose trace is no longer active is
 //! detected and reported as [`Error::ForeignTracer`].
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 
 use super::eval::apply_op_f64;
 use super::ir::{Builder, Op, Program, Var};
@@ -45,14 +46,25 @@ struct Frame {
 
 impl Frame {
     /// Computes primal values for instructions pushed since the last sync.
-    fn sync(&mut self) {
+    ///
+    /// Stops at a user-defined rule and returns it with its argument: its
+    /// value is computed by the caller with the trace stack released, since
+    /// a rule's value may itself use the drivers (and so trace).
+    fn sync(&mut self) -> Option<(CustomRule, f64)> {
         let start = self.vals.len();
         for &op in &self.builder.ops()[start..] {
             let v = match op {
                 Op::Input(k) => self.input_vals[k as usize],
                 Op::Const(c) => c,
+                Op::Custom(r, a) => {
+                    let rule = self.builder.rules().get(r as usize).cloned();
+                    return rule.map(|rule| (rule, self.vals[a.index()]));
+                }
                 _ => {
-                    let operands: Vec<Var> = op.operands().collect();
+                    let mut operands = [Var(0); 3];
+                    for (slot, o) in operands.iter_mut().zip(op.operands()) {
+                        *slot = o;
+                    }
                     let vals = &self.vals;
                     apply_op_f64(
                         &op,
@@ -63,13 +75,36 @@ impl Frame {
             };
             self.vals.push(v);
         }
+        None
+    }
+}
+
+/// Brings the values of frame `id` up to date, computing user rules'
+/// values with the stack released.
+fn settle(id: u32) {
+    loop {
+        let pending = STACK.with(|s| {
+            let mut stack = s.borrow_mut();
+            stack.iter_mut().rfind(|f| f.id == id).and_then(Frame::sync)
+        });
+        let Some((rule, x)) = pending else { return };
+        let v = rule.value(x);
+        STACK.with(|s| {
+            if let Some(f) = s.borrow_mut().iter_mut().rfind(|f| f.id == id) {
+                f.vals.push(v);
+            }
+        });
     }
 }
 
 thread_local! {
     static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
-    static NEXT_ID: Cell<u32> = const { Cell::new(1) };
 }
+
+/// Trace identifiers are unique across threads, so a tracer sent to another
+/// thread is never taken for one of that thread's values. (They wrap after
+/// 2³² traces; 0 is never used.)
+static NEXT_ID: AtomicU32 = AtomicU32::new(1);
 
 /// The tracer returned when no trace is active: it belongs to no trace, so
 /// any trace it reaches reports [`Error::ForeignTracer`].
@@ -91,7 +126,7 @@ fn resolve(stack: &mut [Frame], t: Tracer) -> Var {
         let value = frame.vals.get(t.var as usize).copied().unwrap_or(f64::NAN);
         top.input_vals.push(value);
         let v = top.builder.input();
-        top.sync();
+        let _ = top.sync(); // an input: no rule to defer
         top.captures.push(t);
         top.capture_map.insert((t.trace, t.var), v);
         return v;
@@ -100,7 +135,7 @@ fn resolve(stack: &mut [Frame], t: Tracer) -> Var {
         top.error = Some(Error::ForeignTracer { trace: t.trace });
     }
     let v = top.builder.constant(f64::NAN);
-    top.sync();
+    let _ = top.sync(); // a constant: no rule to defer
     v
 }
 
@@ -109,7 +144,7 @@ fn record<const N: usize>(
     operands: [Tracer; N],
     build: impl FnOnce(&mut Builder, [Var; N]) -> Var,
 ) -> Tracer {
-    STACK.with(|s| {
+    let t = STACK.with(|s| {
         let mut stack = s.borrow_mut();
         if stack.is_empty() {
             return ORPHAN;
@@ -117,12 +152,15 @@ fn record<const N: usize>(
         let vars = operands.map(|t| resolve(&mut stack, t));
         let top = stack.last_mut().expect("non-empty stack");
         let v = build(&mut top.builder, vars);
-        top.sync();
         Tracer {
             trace: top.id,
             var: v.0,
         }
-    })
+    });
+    if t.trace != ORPHAN.trace {
+        settle(t.trace);
+    }
+    t
 }
 
 fn constant(c: f64) -> Tracer {
@@ -184,11 +222,12 @@ pub(crate) fn trace_captured<F>(f: F, x: &[f64]) -> Result<Traced>
 where
     F: FnOnce(&[Tracer]) -> Vec<Tracer>,
 {
-    let id = NEXT_ID.with(|n| {
-        let id = n.get();
-        n.set(id.wrapping_add(1).max(1));
-        id
-    });
+    let id = loop {
+        let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
+        if id != 0 {
+            break id;
+        }
+    };
     let inputs: Vec<Tracer> = STACK.with(|s| {
         let mut stack = s.borrow_mut();
         let mut builder = Builder::new();
@@ -202,7 +241,7 @@ where
             capture_map: HashMap::new(),
             error: None,
         };
-        frame.sync();
+        let _ = frame.sync(); // inputs only
         stack.push(frame);
         vars.iter()
             .map(|v| Tracer {

@@ -1,5 +1,6 @@
 //! Arithmetic: `+ − × ÷`, negation and `select`.
 
+use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::{Builder, Op, Var};
 
 /// Pullbacks of the arithmetic primitives.
@@ -23,7 +24,7 @@ pub(super) fn pullback(b: &mut Builder, op: &Op, y: Var, ct: Var) -> [Option<Var
         }
         Op::Neg(_) => [Some(b.neg(ct)), None, None],
         Op::Select(c, _, _) => {
-            let zero = b.constant(0.0);
+            let zero = b.constant(STRUCTURAL_ZERO);
             let ga = b.select(c, ct, zero);
             let gb = b.select(c, zero, ct);
             [None, Some(ga), Some(gb)]
@@ -40,7 +41,7 @@ pub(super) fn pullback(b: &mut Builder, op: &Op, y: Var, ct: Var) -> [Option<Var
 /// * `a / b = y`: `(ȧ − y ḃ) / b`
 /// * `select(c, a, b)`: `select(c, ȧ, ḃ)`
 pub(super) fn pushforward(b: &mut Builder, op: &Op, y: Var, t: [Option<Var>; 3]) -> Option<Var> {
-    let zero = |b: &mut Builder, v: Option<Var>| v.unwrap_or_else(|| b.constant(0.0));
+    let zero = |b: &mut Builder, v: Option<Var>| v.unwrap_or_else(|| b.constant(STRUCTURAL_ZERO));
     match *op {
         Op::Add(..) => match (t[0], t[1]) {
             (Some(p), Some(q)) => Some(b.add(p, q)),

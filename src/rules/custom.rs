@@ -97,10 +97,17 @@ impl CustomRule {
     /// are 0). NaN if the derivative programs could not be built.
     pub(crate) fn derivatives_at(&self, x: f64, order: usize) -> [f64; 4] {
         let progs = self.derivative_programs.get_or_init(|| {
+            // The cached programs hold a handle to the same rule with an
+            // empty cache of its own, so the cache does not own itself (no
+            // reference cycle).
+            let plain = CustomRule {
+                inner: Arc::clone(&self.inner),
+                derivative_programs: Arc::new(OnceLock::new()),
+            };
             let mut b = Builder::new();
             let xv = b.input();
-            let y = b.custom(self, xv);
-            let p = b.finish(&[y]);
+            let y = b.custom(&plain, xv);
+            let p = b.finish_unchecked(&[y]);
             (1..=3)
                 .map(|k| crate::functor::nested::derivative_program(&p, k))
                 .collect::<Result<Vec<_>, _>>()

@@ -37,7 +37,11 @@ pub(super) fn pullback(b: &mut Builder, op: &Op, y: Var, ct: Var) -> Option<Var>
             b.mul(ct, d)
         }
         Op::Powi(x, n) => {
-            let p = b.powi(x, n - 1);
+            // n xⁿ⁻¹, or n xⁿ / x where n − 1 would overflow (n = i32::MIN).
+            let p = match n.checked_sub(1) {
+                Some(m) => b.powi(x, m),
+                None => b.div(y, x),
+            };
             let d = b.scale(f64::from(n), p);
             b.mul(ct, d)
         }

@@ -317,6 +317,7 @@ pub fn build(n: usize, m: usize, input_bound: f64, steps: &[Step], outs: &[Index
         outputs.push(pool[i.index(pool.len())].v);
     }
     b.finish(&outputs)
+        .expect("generated programs are well formed")
 }
 
 /// Random programs ℝⁿ → ℝᵐ with `len` generated steps (each step is one to
