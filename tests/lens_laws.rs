@@ -8,6 +8,9 @@ use optic_ad::optic::{
 };
 use proptest::prelude::*;
 
+mod nested_data;
+use nested_data::{nested2, nested3};
+
 /// Checks each named law separately, so a failure names the law.
 fn check<O, A, B>(o: &O, a: A, b1: B, b2: B) -> Result<(), TestCaseError>
 where
@@ -33,31 +36,6 @@ fn flat() -> impl Strategy<Value = (Vec<i32>, usize)> {
     })
 }
 
-/// A ragged `Vec<Vec<i32>>` with non-empty rows, plus a valid path into it.
-fn nested2() -> impl Strategy<Value = (Vec<Vec<i32>>, usize, usize)> {
-    prop::collection::vec(prop::collection::vec(any::<i32>(), 1..6), 1..6).prop_flat_map(|x| {
-        let rows = x.len();
-        (Just(x), 0..rows).prop_flat_map(|(x, i)| {
-            let cols = x[i].len();
-            (Just(x), Just(i), 0..cols)
-        })
-    })
-}
-
-/// A ragged `Vec<Vec<Vec<i32>>>` with non-empty levels, plus a valid path.
-fn nested3() -> impl Strategy<Value = (Vec<Vec<Vec<i32>>>, [usize; 3])> {
-    let level = prop::collection::vec(
-        prop::collection::vec(prop::collection::vec(any::<i32>(), 1..4), 1..4),
-        1..4,
-    );
-    (level, any::<[prop::sample::Index; 3]>()).prop_map(|(x, [r0, r1, r2])| {
-        let i = r0.index(x.len());
-        let j = r1.index(x[i].len());
-        let k = r2.index(x[i][j].len());
-        (x, [i, j, k])
-    })
-}
-
 proptest! {
     #[test]
     fn index_is_a_lens((x, i) in flat(), b1 in any::<i32>(), b2 in any::<i32>()) {
@@ -70,7 +48,7 @@ proptest! {
     }
 
     #[test]
-    fn row_lenses((x, i, _j) in nested2(),
+    fn row_lenses((x, i, _j) in nested2(any::<i32>()),
                   r1 in prop::collection::vec(any::<i32>(), 0..5),
                   r2 in prop::collection::vec(any::<i32>(), 0..5)) {
         // Focus a whole row: B = Vec<i32>.
@@ -79,7 +57,7 @@ proptest! {
     }
 
     #[test]
-    fn composites_are_lenses((x, i, j) in nested2(), b1 in any::<i32>(), b2 in any::<i32>()) {
+    fn composites_are_lenses((x, i, j) in nested2(any::<i32>()), b1 in any::<i32>(), b2 in any::<i32>()) {
         check(&Index::new(i).then(Index::new(j)), x.clone(), b1, b2)?;
         check(&Path::new(i).then_path(Path::new(j)), x.clone(), b1, b2)?;
         // Mixed, where the types fit.
@@ -91,7 +69,7 @@ proptest! {
     }
 
     #[test]
-    fn depth_three_composites_are_lenses((x, [i, j, k]) in nested3(),
+    fn depth_three_composites_are_lenses((x, [i, j, k]) in nested3(any::<i32>()),
                                          b1 in any::<i32>(), b2 in any::<i32>()) {
         check(&Index::new(i).then(Index::new(j)).then(Index::new(k)), x.clone(), b1, b2)?;
         check(
