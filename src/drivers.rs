@@ -473,7 +473,7 @@ where
         if !traced.captures.is_empty() {
             return Err(Error::CapturedOutsideTrace(traced.captures.len()));
         }
-        derivatives_program(&traced.program, N::to_usize())
+        Ok(derivatives_program(&traced.program, N::to_usize())?.schedule())
     }
 
     /// The program `x ↦ [f, f′, …, f⁽ᴺ⁾]`.
@@ -556,7 +556,7 @@ impl<F: Fn(&[Tracer]) -> Tracer> Gradient<F> {
 
     fn build(f: &F, x: &[f64]) -> Result<Program> {
         let (p, _) = trace_at(|t| vec![f(t)], x)?;
-        gradient_program(&p, x.len())
+        Ok(gradient_program(&p, x.len())?.schedule())
     }
 
     /// The gradient program `x ↦ (f(x), ∇f(x))`.
@@ -671,7 +671,11 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
         h.output_blocks = vec![1 + n, n];
         let mut st = split_stages(&h, &[0, 1], &[0, 1], 2)?.into_iter();
         match (st.next(), st.next()) {
-            (Some(l), Some(r)) => Ok((l, r)),
+            (Some(mut l), Some(mut r)) => {
+                l.program = l.program.schedule();
+                r.program = r.program.schedule();
+                Ok((l, r))
+            }
             _ => Err(Error::Layout("Hvp: expected two stages".into())),
         }
     }
