@@ -285,8 +285,23 @@ impl Program {
                 Op::Custom(..) => 15,
             }
         };
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by_key(|&i| (level[i], kind(&self.ops[i]), i));
+        // Counting sort on (level, operation), stable in the old order: linear
+        // time, so scheduling costs about one pass over the program.
+        let max_level = level.iter().copied().max().unwrap_or(0) as usize;
+        let key = |i: usize| level[i] as usize * 16 + kind(&self.ops[i]) as usize;
+        let mut start = vec![0usize; (max_level + 1) * 16 + 1];
+        for i in 0..n {
+            start[key(i) + 1] += 1;
+        }
+        for b in 1..start.len() {
+            start[b] += start[b - 1];
+        }
+        let mut order = vec![0usize; n];
+        for i in 0..n {
+            let k = key(i);
+            order[start[k]] = i;
+            start[k] += 1;
+        }
         let mut new_of = vec![Var(0); n];
         for (new, &old) in order.iter().enumerate() {
             new_of[old] = Var(new as u32);
