@@ -1,6 +1,9 @@
-//! Adversarial review checks (second pair of eyes). Tests that fail now
-//! document real defects; the comment above each says what the right
-//! answer is and where it comes from.
+//! Adversarial review checks (a second pair of eyes on the transform, the
+//! tracer and the drivers). Several are regression tests for defects the
+//! review found and that are now fixed (cross-thread tracers, malformed
+//! builder programs, re-entrant rule values, the sign of zero in rewrites,
+//! `powi(i32::MIN)`); the comment above each test says what the right answer
+//! is and where it comes from.
 
 use std::cell::Cell;
 
@@ -81,14 +84,12 @@ fn value_from_another_builder_is_refused() {
 // Tracer across threads
 // ---------------------------------------------------------------------------
 
-/// Trace ids come from a *thread-local* counter (src/program/trace.rs,
-/// `NEXT_ID`), so the first trace of every thread has id 1. `Tracer` is
-/// `Send`, so a tracer that escaped from thread A's first trace, used in
-/// thread B's first trace, is taken for B's own value `var 0`: B's input.
-/// Here `gradient(|x| x[0] * escaped, [3])` silently becomes
-/// d/dx (x·x) = 6. Within one thread the same misuse is reported as
-/// `Error::ForeignTracer` (tests/drivers.rs, `escaped_tracer_is_detected`);
-/// across threads it must be too (or `Tracer` must be `!Send`).
+/// Regression: trace ids came from a *thread-local* counter, so the first
+/// trace of every thread had id 1, and a tracer (which is `Send`) that
+/// escaped from thread A's first trace was taken, in thread B's first
+/// trace, for B's own value `var 0`: `gradient(|x| x[0] * escaped, [3])`
+/// silently became d/dx (x·x) = 6. Ids are now process-wide, and the misuse
+/// is reported as `Error::ForeignTracer`, as it is within one thread.
 #[test]
 fn tracer_from_another_thread_is_detected() {
     let escaped: Tracer = std::thread::spawn(|| {
@@ -118,9 +119,9 @@ fn tracer_from_another_thread_is_detected() {
 // Rules
 // ---------------------------------------------------------------------------
 
-/// `powi` with `n = i32::MIN`: the pullback computes `n − 1`
-/// (src/rules/elementary.rs, `Op::Powi`), which overflows (a panic with
-/// overflow checks, as in tests). d/dx xⁿ = n xⁿ⁻¹ = n at x = 1.
+/// Regression: `powi` with `n = i32::MIN` made the pullback compute `n − 1`,
+/// which overflows (a panic with overflow checks, as in tests); it now uses
+/// `xⁿ / x` there. d/dx xⁿ = n xⁿ⁻¹ = n at x = 1.
 #[test]
 fn gradient_of_powi_i32_min_does_not_overflow() {
     let r = catch(|| gradient(|x: &[Tracer]| x[0].powi(i32::MIN), &[1.0]));
@@ -133,10 +134,10 @@ fn gradient_of_powi_i32_min_does_not_overflow() {
 
 /// A rule whose *value* is computed with this crate's own drivers (e.g. a
 /// Newton solve for an implicit function, here ∛x by Newton on t³ − x with
-/// the derivative from `derivative`). Applying it on a tracer calls
-/// `value` while `record` holds the thread-local trace stack mutably
-/// borrowed (`Frame::sync` inside `STACK.with(|s| s.borrow_mut())`), so the
-/// nested `trace` panics with "already borrowed". Expected: ∛8 = 2 and
+/// the derivative from `derivative`). Regression: applying it on a tracer
+/// called `value` while the thread-local trace stack was borrowed, so the
+/// nested `trace` panicked with "already borrowed"; rule values are now
+/// computed with the stack released. Expected: ∛8 = 2 and
 /// d/dx ∛x = 1/(3 x^{2/3}) = 1/12 at x = 8.
 #[test]
 fn rule_value_may_use_the_drivers() {
@@ -668,16 +669,14 @@ fn zero_output_functions_do_not_panic() {
 }
 
 // ---------------------------------------------------------------------------
-// Builder rewrites that are not exact
+// Builder rewrites must be exact
 // ---------------------------------------------------------------------------
 
-/// The Builder's docs say values that flow follow IEEE 754 and the
-/// negation rewrites are exact, but `0 − b → −b` (src/program/ir.rs,
-/// `Sub` arm, `c(self, a) == Some(0.0)`) is not exact at b = +0:
-/// IEEE gives 0 − 0 = +0, the rewrite gives −0. The sign then changes a
-/// value, not just a zero's sign: f(x) = exp(1/(0 − x)) at x = 0 is
-/// exp(+∞) = +∞ in plain f64, but the traced program returns exp(−∞) = 0.
-/// (Likewise `a + (+0) → a` at a = −0.) Exact forms: `(−0) − b → −b`,
+/// Regression: the Builder rewrote `0 − b → −b`, which is not exact at
+/// b = +0 (IEEE gives 0 − 0 = +0, the rewrite gave −0), and the sign then
+/// changed a value: f(x) = exp(1/(0 − x)) at x = 0 is exp(+∞) = +∞ in plain
+/// f64, but the traced program returned exp(−∞) = 0. (Likewise
+/// `a + (+0) → a` at a = −0.) Only the exact forms remain: `(−0) − b → −b`,
 /// `a + (−0) → a`, `a − (+0) → a`, checked on the constant's bits.
 #[test]
 fn zero_minus_x_keeps_the_sign_of_zero() {
