@@ -756,3 +756,72 @@ fn guards_fail_and_drivers_retrace() {
     assert_eq!(gradient(branchy, &[-1.0]).unwrap(), vec![-1.0]);
     assert_eq!(hvp(branchy, &[1.0], &[1.0]).unwrap(), vec![2.0]);
 }
+
+/// The later public entry points never panic on bad input either: ∂⃗
+/// (`functor::forward`), `schedule`, the law checkers of `functor::laws`,
+/// `jvp`/`jacobian`, and `Hvp` through the `Optic` trait, with random
+/// lengths (including 0) and non-finite values. Each returns `Err` exactly
+/// when a length is wrong.
+#[test]
+fn later_entry_points_never_panic_on_bad_input() {
+    use optic_ad::functor::laws::{
+        composition_law, forward_composition_law, forward_preserves_identity, identity_laws,
+        preserves_identity,
+    };
+    use optic_ad::optic::Optic;
+    let strategy = (
+        common::any_program(),
+        common::any_program(),
+        wild_vec(6),
+        wild_vec(6),
+        0usize..5,
+    );
+    check("fuzz later API", 512, strategy, |(f, g, x, v, k), _| {
+        let (p, q) = (&f.program, &g.program);
+        let (n, m) = (f.n, f.m);
+        let both_fit = x.len() == n && v.len() == n;
+        // ∂⃗ and scheduling are total on valid programs.
+        let fp = optic_ad::functor::forward(p);
+        prop_assert_eq!(fp.n_inputs(), 2 * n);
+        let mut xv = x.clone();
+        xv.extend_from_slice(&v);
+        prop_assert_eq!(fp.eval(&xv).is_ok(), xv.len() == 2 * n);
+        let s = p.schedule();
+        prop_assert_eq!(s.eval(&x).is_ok(), x.len() == n);
+        // Law checkers: shapes that do not compose are errors.
+        let composes = m == g.n;
+        let r = composition_law(p, q, &x, &v, 1e-10);
+        prop_assert_eq!(
+            r.is_ok(),
+            composes && x.len() == n && v.len() == g.m,
+            "{:?}",
+            r
+        );
+        let r = forward_composition_law(p, q, &x, &v, 1e-10);
+        prop_assert_eq!(r.is_ok(), composes && both_fit, "{:?}", r);
+        let r = identity_laws(p, &x, &v, 0.0);
+        prop_assert_eq!(r.is_ok(), x.len() == n && v.len() == m, "{:?}", r);
+        let r = preserves_identity(k, &x, &v);
+        prop_assert_eq!(r.is_ok(), x.len() == k && v.len() == k, "{:?}", r);
+        let r = forward_preserves_identity(k, &x, &v);
+        prop_assert_eq!(r.is_ok(), x.len() == k && v.len() == k, "{:?}", r);
+        // jvp / jacobian through tracers; the user function itself
+        // tolerates any length (no outputs for a wrong one), so only the
+        // drivers' own checks decide.
+        let user = |t: &[Tracer]| p.eval(t).unwrap_or_default();
+        let r = optic_ad::jvp(user, &x, &v);
+        prop_assert_eq!(r.is_ok(), !x.is_empty() && v.len() == x.len(), "{:?}", r);
+        let r = optic_ad::jacobian(user, &x);
+        prop_assert_eq!(r.is_ok(), !x.is_empty(), "{:?}", r);
+        // Hvp through the Optic trait, with residuals of the wrong size.
+        if m == 1 {
+            let h = Hvp::new(as_fn(p), &vec![0.5; n]).map_err(fail)?;
+            let r = h.left(x.clone());
+            prop_assert_eq!(r.is_ok(), x.len() == n, "{:?}", r);
+            let bad = vec![0.0; k];
+            let r = h.right(bad, v.clone());
+            prop_assert_eq!(r.is_ok(), k == h.residual_len() && v.len() == n, "{:?}", r);
+        }
+        Ok(())
+    });
+}

@@ -18,6 +18,18 @@ use crate::error::Result;
 use crate::optic::{Id, Optic};
 use crate::program::Program;
 
+fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(crate::Error::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
 fn same(a: &[f64], b: &[f64], tol: f64) -> bool {
     a.len() == b.len()
         && a.iter().zip(b).all(|(x, y)| {
@@ -162,6 +174,8 @@ pub fn forward_composition_law(
     xdot: &[f64],
     tol: f64,
 ) -> Result<bool> {
+    check_len("point", f.n_inputs(), x.len())?;
+    check_len("tangent", f.n_inputs(), xdot.len())?;
     let whole = forward(&f.then(g)?);
     let parts = forward(f).then(&forward(g))?;
     let mut inp = x.to_vec();
@@ -184,6 +198,8 @@ pub fn forward_composition_law(
 /// assert!(forward_preserves_identity(2, &[1.0, 2.0], &[0.5, -1.0]).unwrap());
 /// ```
 pub fn forward_preserves_identity(n: usize, x: &[f64], xdot: &[f64]) -> Result<bool> {
+    check_len("point", n, x.len())?;
+    check_len("tangent", n, xdot.len())?;
     let mut b = crate::program::Builder::new();
     let xs: Vec<_> = (0..n).map(|_| b.input()).collect();
     let id = forward(&b.finish(&xs)?);
