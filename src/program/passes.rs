@@ -112,6 +112,15 @@ impl Program {
                 self.outputs.len()
             )));
         }
+        if fixed.iter().all(Option::is_none) {
+            // Nothing to fold: select the outputs and prune, without
+            // rebuilding (the program is already simplified).
+            let mut p = self.clone();
+            p.outputs = keep.iter().map(|&k| self.outputs[k]).collect();
+            p.input_blocks = vec![self.n_inputs];
+            p.output_blocks = vec![keep.len()];
+            return Ok(p.dce());
+        }
         let mut b = Builder::with_capacity(self.ops.len());
         let inputs: Vec<Var> = fixed
             .iter()
