@@ -20,7 +20,7 @@ use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, Unsigned, B1};
 
 use crate::error::{Error, Result};
-use crate::functor::nested::{derivative_program, nest};
+use crate::functor::nested::{derivatives_program, nest};
 use crate::functor::reverse::{split_stages, Stage};
 use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::trace::{trace_captured, Traced, Tracer};
@@ -384,22 +384,21 @@ where
     Add1<N>: ArrayLength,
     F: Fn(Tracer) -> Tracer,
 {
-    Derivatives::<N, F>::new(f, x)?.eval(x)
+    // Evaluated once: no scheduling, unlike the compiled `Derivatives`.
+    let p = traced_derivatives(&f, x, N::to_usize())?;
+    let mut out = GenericArray::<f64, Add1<N>>::default();
+    p.eval_with(&mut Workspace::new(), &[x], &mut out)?;
+    Ok(out)
 }
 
-/// One program with outputs `[f, f′, …, f⁽ᴺ⁾]`: the derivative programs of
-/// every order inlined into one builder, so CSE shares what the orders have
-/// in common (seed 000 §V.C: sharing across orders).
-fn derivatives_program(p: &Program, order: usize) -> Result<Program> {
-    let mut b = crate::program::Builder::new();
-    let x = b.input();
-    let mut outs = Vec::with_capacity(order + 1);
-    for k in 0..=order {
-        let dk = derivative_program(p, k)?;
-        let map = dk.inline_into(&mut b, &[x]);
-        outs.push(map[dk.outputs()[0].index()]);
+/// Traces a scalar function of one variable at `x` and builds its
+/// `[f, f′, …, f⁽ᴺ⁾]` program.
+fn traced_derivatives<F: Fn(Tracer) -> Tracer>(f: &F, x: f64, order: usize) -> Result<Program> {
+    let traced = trace_captured(|t| vec![f(t[0])], &[x])?;
+    if !traced.captures.is_empty() {
+        return Err(Error::CapturedOutsideTrace(traced.captures.len()));
     }
-    Ok(b.finish_unchecked(&outs).dce())
+    derivatives_program(&traced.program, order)
 }
 
 /// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable: traced
@@ -469,11 +468,7 @@ where
     }
 
     fn build(f: &F, x: f64) -> Result<Program> {
-        let traced = trace_captured(|t| vec![f(t[0])], &[x])?;
-        if !traced.captures.is_empty() {
-            return Err(Error::CapturedOutsideTrace(traced.captures.len()));
-        }
-        Ok(derivatives_program(&traced.program, N::to_usize())?.schedule())
+        Ok(traced_derivatives(f, x, N::to_usize())?.schedule())
     }
 
     /// The program `x ↦ [f, f′, …, f⁽ᴺ⁾]`.

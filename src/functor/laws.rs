@@ -37,25 +37,33 @@ fn same(a: &[f64], b: &[f64], tol: f64) -> bool {
         })
 }
 
+/// An optic on vectors of `f64` that fails with this crate's error: the
+/// shape of [`ReverseOptic`] and of its compositions.
+trait VecOptic:
+    Optic<A = Vec<f64>, B = Vec<f64>, BPrime = Vec<f64>, APrime = Vec<f64>, Error = crate::Error>
+{
+}
+
+impl<O> VecOptic for O where
+    O: Optic<
+        A = Vec<f64>,
+        B = Vec<f64>,
+        BPrime = Vec<f64>,
+        APrime = Vec<f64>,
+        Error = crate::Error,
+    >
+{
+}
+
 /// Whether two optics on `Vec<f64>` have the same action at `x` with
 /// output cotangent `ybar`: equal forward values and equal `modify` results.
-fn same_action<O1, O2>(o1: &O1, o2: &O2, x: &[f64], ybar: &[f64], tol: f64) -> Result<bool>
-where
-    O1: Optic<
-        A = Vec<f64>,
-        B = Vec<f64>,
-        BPrime = Vec<f64>,
-        APrime = Vec<f64>,
-        Error = crate::Error,
-    >,
-    O2: Optic<
-        A = Vec<f64>,
-        B = Vec<f64>,
-        BPrime = Vec<f64>,
-        APrime = Vec<f64>,
-        Error = crate::Error,
-    >,
-{
+fn same_action(
+    o1: &impl VecOptic,
+    o2: &impl VecOptic,
+    x: &[f64],
+    ybar: &[f64],
+    tol: f64,
+) -> Result<bool> {
     let (_, y1) = o1.left(x.to_vec())?;
     let (_, y2) = o2.left(x.to_vec())?;
     let a1 = o1.modify(x.to_vec(), |_| ybar.to_vec())?;

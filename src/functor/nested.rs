@@ -87,6 +87,21 @@ pub(crate) fn derivative_program(p: &Program, k: usize) -> Result<Program> {
     pk.specialize(&fixed, &[closures])
 }
 
+/// One program with outputs `[f, f′, …, f⁽ᴺ⁾]`: the derivative programs of
+/// every order inlined into one builder, so CSE shares what the orders have
+/// in common (seed 000 §V.C: sharing across orders).
+pub(crate) fn derivatives_program(p: &Program, order: usize) -> Result<Program> {
+    let mut b = crate::program::Builder::new();
+    let x = b.input();
+    let mut outs = Vec::with_capacity(order + 1);
+    for k in 0..=order {
+        let dk = derivative_program(p, k)?;
+        let map = dk.inline_into(&mut b, &[x]);
+        outs.push(map[dk.outputs()[0].index()]);
+    }
+    Ok(b.finish_unchecked(&outs).dce())
+}
+
 /// The number of closures of an order-`N` bundle, `2ᴺ − 1`, as a type.
 pub type Closures<N> = Sub1<Shleft<U1, N>>;
 

@@ -94,7 +94,8 @@ impl CustomRule {
     }
 
     /// `[f, f′, f″, f‴]` at `x`, filled up to `order` (at most 3; the rest
-    /// are 0). NaN if the derivative programs could not be built.
+    /// are 0), from one evaluation of a cached program. NaN for the
+    /// derivatives if that program could not be built.
     pub(crate) fn derivatives_at(&self, x: f64, order: usize) -> [f64; 4] {
         let progs = self.derivative_programs.get_or_init(|| {
             // The cached programs hold a handle to the same rule with an
@@ -108,21 +109,24 @@ impl CustomRule {
             let xv = b.input();
             let y = b.custom(&plain, xv);
             let p = b.finish_unchecked(&[y]);
+            // Program k − 1 gives [f, f′, …, f⁽ᵏ⁾] in one evaluation.
             (1..=3)
-                .map(|k| crate::functor::nested::derivative_program(&p, k))
+                .map(|k| crate::functor::nested::derivatives_program(&p, k))
                 .collect::<Result<Vec<_>, _>>()
                 .unwrap_or_default()
         });
         let mut out = [0.0; 4];
-        out[0] = self.value(x);
-        for (slot, p) in out[1..=order.min(3)]
-            .iter_mut()
-            .zip(progs.iter().map(Some).chain(std::iter::repeat(None)))
-        {
-            *slot = p
-                .and_then(|p| p.eval(&[x]).ok())
-                .and_then(|v| v.first().copied())
-                .unwrap_or(f64::NAN);
+        let order = order.min(3);
+        if order == 0 {
+            out[0] = self.value(x);
+            return out;
+        }
+        match progs.get(order - 1).map(|p| p.eval(&[x])) {
+            Some(Ok(v)) => out[..v.len()].copy_from_slice(&v),
+            _ => {
+                out[0] = self.value(x);
+                out[1..=order].fill(f64::NAN);
+            }
         }
         out
     }
