@@ -45,7 +45,7 @@ impl ScalarRule for Softplus {
     fn pullback(&self, b: &mut Builder, x: Var, _y: Var, ct: Var) -> Var {
         // σ(x) = exp(−softplus(−x)), then x̄ = σ(x) ȳ.
         let minus_x = b.neg(x);
-        let sp = b.custom(softplus_rule(), minus_x);
+        let sp = b.custom(softplus_rule(), &[minus_x]);
         let minus_sp = b.neg(sp);
         let sigma = b.exp(minus_sp);
         b.mul(ct, sigma)

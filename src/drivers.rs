@@ -21,9 +21,9 @@ use typenum::{Add1, Unsigned, B1};
 
 use crate::error::{Error, Result};
 use crate::functor::nested::{derivatives_program, nest};
-use crate::functor::reverse::{split_stages, Stage};
 use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::trace::{trace_captured, Traced, Tracer};
+use crate::program::{split_stages, Stage};
 use crate::program::{Program, Workspace};
 use crate::real::Real;
 

@@ -77,9 +77,12 @@ pub use drivers::{
 };
 pub use error::{Error, Result};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
-pub use program::{trace, Builder, Guard, Op, OperandIter, Program, Tracer, Var, Workspace};
+pub use program::{
+    split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Tracer, Var, Workspace,
+    MAX_ARITY,
+};
 pub use real::Real;
-pub use rules::{CustomRule, ScalarRule};
+pub use rules::{CustomRule, Prim, Rule, ScalarRule};
 
 #[cfg(doctest)]
 mod book;

@@ -5,10 +5,13 @@ use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssi
 
 use num_dual::{Dual2_64, Dual3_64, Dual64, HyperDual64};
 
+use crate::functor::dual;
 use crate::program::trace::Tracer;
-use crate::rules::CustomRule;
+use crate::rules::{Arith, CustomRule, ExpLog, Hyperbolic, NonSmooth, Power, Prim, Special, Trig};
 
 pub(crate) mod private {
+    use crate::rules::{CustomRule, Prim};
+
     /// Crate-internal hooks; the trait is sealed through it.
     pub trait Internal: Sized {
         /// The primal (real) part, for tracing at this point.
@@ -16,7 +19,29 @@ pub(crate) mod private {
         /// Converts a captured tracer of an enclosing trace, if this type
         /// can carry one.
         fn from_tracer(t: crate::program::trace::Tracer) -> Option<Self>;
+        /// Applies a built-in primitive (`x.len() == prim.arity()`).
+        fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self;
+        /// Applies a user rule (`x.len() == rule.arity()`; NaN otherwise).
+        fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self;
     }
+}
+
+/// Declares `Real` methods, each a one-line call of its primitive.
+macro_rules! elementary {
+    ($($(#[$m:meta])* $name:ident => $fam:ident :: $p:ident;)*) => {$(
+        $(#[$m])*
+        #[inline]
+        fn $name(self) -> Self {
+            Self::apply_prim(Prim::$fam($fam::$p), 0, &[self])
+        }
+    )*};
+    ($($(#[$m:meta])* $name:ident($o:ident) => $fam:ident :: $p:ident;)*) => {$(
+        $(#[$m])*
+        #[inline]
+        fn $name(self, $o: Self) -> Self {
+            Self::apply_prim(Prim::$fam($fam::$p), 0, &[self, $o])
+        }
+    )*};
 }
 
 /// A real scalar that user code is written against, once, and that runs as
@@ -77,54 +102,193 @@ pub trait Real:
 {
     /// A constant.
     fn cst(c: f64) -> Self;
-    /// Sine (radians).
-    fn sin(self) -> Self;
-    /// Cosine (radians).
-    fn cos(self) -> Self;
-    /// `eˣ`.
-    fn exp(self) -> Self;
-    /// Natural logarithm; NaN for negative arguments, −∞ at 0.
-    fn ln(self) -> Self;
-    /// Square root; NaN for negative arguments.
-    fn sqrt(self) -> Self;
-    /// Hyperbolic tangent.
-    fn tanh(self) -> Self;
-    /// `xⁿ` for a fixed integer `n`.
-    fn powi(self, n: i32) -> Self;
-    /// `a` where `c > 0`, else `b`, without recording a guard: the
-    /// branch-free form of `if c > 0 { a } else { b }`.
-    fn select(c: Self, a: Self, b: Self) -> Self;
-    /// Applies a user-defined primitive ([`CustomRule`]).
-    ///
-    /// On num-dual numbers, the rule's derivatives are obtained by applying
-    /// ∂⃖ to its pullback (so there they are not an independent check of the
-    /// rule).
-    fn apply_rule(self, rule: &CustomRule) -> Self;
+
+    /// Applies a built-in primitive to `x` (`prim.arity()` values) with
+    /// integer attribute `param` (0 where it has none): the one entry every
+    /// method below goes through. NaN for the wrong number of values.
+    #[inline]
+    fn apply(prim: Prim, param: i32, x: &[Self]) -> Self {
+        if x.len() == prim.arity() {
+            Self::apply_prim(prim, param, x)
+        } else {
+            Self::cst(f64::NAN)
+        }
+    }
+
+    elementary! {
+        /// Sine (radians).
+        sin => Trig::Sin;
+        /// Cosine (radians).
+        cos => Trig::Cos;
+        /// Tangent (radians).
+        tan => Trig::Tan;
+        /// Arcsine, in `[−π/2, π/2]`; NaN outside `[−1, 1]`. Its derivative
+        /// is `+∞` at `±1`.
+        asin => Trig::Asin;
+        /// Arccosine, in `[0, π]`; NaN outside `[−1, 1]`. Its derivative is
+        /// `−∞` at `±1`.
+        acos => Trig::Acos;
+        /// Arctangent, in `(−π/2, π/2)`.
+        atan => Trig::Atan;
+        /// Hyperbolic sine.
+        sinh => Hyperbolic::Sinh;
+        /// Hyperbolic cosine.
+        cosh => Hyperbolic::Cosh;
+        /// Hyperbolic tangent.
+        tanh => Hyperbolic::Tanh;
+        /// Inverse hyperbolic sine.
+        asinh => Hyperbolic::Asinh;
+        /// Inverse hyperbolic cosine; NaN below 1.
+        acosh => Hyperbolic::Acosh;
+        /// Inverse hyperbolic tangent; NaN outside `[−1, 1]`.
+        atanh => Hyperbolic::Atanh;
+        /// `eˣ`.
+        exp => ExpLog::Exp;
+        /// `2ˣ`.
+        exp2 => ExpLog::Exp2;
+        /// `eˣ − 1`, accurate near 0 (also its derivatives).
+        exp_m1 => ExpLog::ExpM1;
+        /// Natural logarithm; NaN for negative arguments, −∞ at 0.
+        ln => ExpLog::Ln;
+        /// Base-2 logarithm.
+        log2 => ExpLog::Log2;
+        /// Base-10 logarithm.
+        log10 => ExpLog::Log10;
+        /// `ln(1 + x)`, accurate near 0 (also its derivatives).
+        ln_1p => ExpLog::Ln1p;
+        /// Square root; NaN for negative arguments. Its derivative is `+∞`
+        /// at 0.
+        sqrt => Power::Sqrt;
+        /// Cube root (defined for negative arguments). Its derivative is
+        /// `+∞` at 0.
+        cbrt => Power::Cbrt;
+        /// `|x|`. Derivative 1 at 0 (JAX's convention).
+        abs => NonSmooth::Abs;
+        /// `1` for positive, `−1` for negative values (std: `+0 → 1`,
+        /// `−0 → −1`, NaN for NaN); derivative 0.
+        signum => NonSmooth::Signum;
+        /// `⌊x⌋`; derivative 0.
+        floor => NonSmooth::Floor;
+        /// `⌈x⌉`; derivative 0.
+        ceil => NonSmooth::Ceil;
+        /// The error function.
+        erf => Special::Erf;
+        /// The complementary error function `1 − erf x`, accurate for large
+        /// `x`.
+        erfc => Special::Erfc;
+        /// `ln |Γ(x)|` (`+∞` at the poles 0, −1, −2, …).
+        ln_gamma => Special::LnGamma;
+        /// The digamma function `ψ(x) = Γ′(x)/Γ(x)`.
+        digamma => Special::Digamma;
+    }
+
+    elementary! {
+        /// `atan2(self, x)`: the angle of the point `(x, self)`, in
+        /// `[−π, π]`, in all four quadrants and with std's signed zeros.
+        atan2(x) => Trig::Atan2;
+        /// `selfⁿ` with a differentiable exponent `n` (std's `powf` at 0
+        /// and for negative bases, where only integer `n` give numbers).
+        powf(n) => Power::Powf;
+        /// `√(self² + y²)` without overflow or underflow.
+        hypot(y) => Power::Hypot;
+        /// The larger value; a NaN argument is ignored (std). At a tie each
+        /// argument gets half the derivative (JAX's convention).
+        max(other) => NonSmooth::Max;
+        /// The smaller value; a NaN argument is ignored (std). At a tie each
+        /// argument gets half the derivative (JAX's convention).
+        min(other) => NonSmooth::Min;
+    }
+
+    /// `self` limited to `[lo, hi]`; NaN if `lo > hi` or a bound is NaN
+    /// (where std panics). Derivatives follow JAX's `lax.clamp`: to `self`
+    /// strictly inside, to `lo` below, to `hi` above, none at a bound.
+    #[inline]
+    fn clamp(self, lo: Self, hi: Self) -> Self {
+        Self::apply_prim(Prim::NonSmooth(NonSmooth::Clamp), 0, &[self, lo, hi])
+    }
+
+    /// `self · a + b` with one rounding (std's `mul_add`).
+    #[inline]
+    fn mul_add(self, a: Self, b: Self) -> Self {
+        Self::apply_prim(Prim::Arith(Arith::MulAdd), 0, &[self, a, b])
+    }
+
+    /// `selfⁿ` for a fixed integer `n`.
+    #[inline]
+    fn powi(self, n: i32) -> Self {
+        Self::apply_prim(Prim::Power(Power::Powi), n, &[self])
+    }
+
+    /// The polygamma function `ψ⁽ⁿ⁾(self)`; `n = 0` is the digamma
+    /// function.
+    #[inline]
+    fn polygamma(self, n: u32) -> Self {
+        match i32::try_from(n) {
+            Ok(n) => Self::apply_prim(Prim::Special(Special::Polygamma), n, &[self]),
+            Err(_) => Self::cst(f64::NAN),
+        }
+    }
+
+    /// The logarithm to a differentiable `base`, `ln self / ln base`.
+    #[inline]
+    fn log(self, base: Self) -> Self {
+        self.ln() / base.ln()
+    }
+
+    /// `(sin x, cos x)`.
+    #[inline]
+    fn sin_cos(self) -> (Self, Self) {
+        (self.sin(), self.cos())
+    }
 
     /// `1 / x`.
+    #[inline]
     fn recip(self) -> Self {
         Self::cst(1.0) / self
     }
-    /// `|x|`, written with a comparison (so it records a guard on tracers).
-    fn abs(self) -> Self {
-        if self < 0.0 {
-            -self
-        } else {
-            self
-        }
+
+    /// `a` where `c > 0`, else `b`, without recording a guard: the
+    /// branch-free form of `if c > 0 { a } else { b }`.
+    #[inline]
+    fn select(c: Self, a: Self, b: Self) -> Self {
+        Self::apply_prim(Prim::NonSmooth(NonSmooth::Select), 0, &[c, a, b])
     }
-    /// `tan x = sin x / cos x` (radians).
-    fn tan(self) -> Self {
-        self.sin() / self.cos()
+
+    /// Applies a user-defined primitive of one argument ([`CustomRule`]);
+    /// NaN if the rule takes another number of arguments.
+    ///
+    /// On num-dual numbers, the rule's derivatives are obtained by applying
+    /// ∂⃗ to its pullback (so there they are not an independent check of the
+    /// rule).
+    #[inline]
+    fn apply_rule(self, rule: &CustomRule) -> Self {
+        Self::apply_custom(rule, &[self])
+    }
+
+    /// Applies a user-defined primitive to its arguments `x`
+    /// ([`crate::Rule::arity`] of them). On a [`Tracer`], another number of
+    /// arguments makes the trace fail with [`crate::Error::Layout`]; on
+    /// other types it gives NaN.
+    #[inline]
+    fn apply_rule_n(rule: &CustomRule, x: &[Self]) -> Self {
+        Self::apply_custom(rule, x)
     }
 }
 
 impl private::Internal for f64 {
+    #[inline]
     fn primal(&self) -> f64 {
         *self
     }
     fn from_tracer(_t: Tracer) -> Option<Self> {
         None
+    }
+    #[inline(always)]
+    fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
+        prim.value(x, param)
+    }
+    fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
+        rule.value(x)
     }
 }
 
@@ -133,57 +297,29 @@ impl Real for f64 {
     fn cst(c: f64) -> Self {
         c
     }
-    #[inline]
-    fn sin(self) -> Self {
-        f64::sin(self)
-    }
-    #[inline]
-    fn cos(self) -> Self {
-        f64::cos(self)
-    }
-    #[inline]
-    fn exp(self) -> Self {
-        f64::exp(self)
-    }
-    #[inline]
-    fn ln(self) -> Self {
-        f64::ln(self)
-    }
-    #[inline]
-    fn sqrt(self) -> Self {
-        f64::sqrt(self)
-    }
-    #[inline]
-    fn tanh(self) -> Self {
-        f64::tanh(self)
-    }
-    #[inline]
-    fn powi(self, n: i32) -> Self {
-        f64::powi(self, n)
-    }
-    #[inline]
-    fn select(c: Self, a: Self, b: Self) -> Self {
-        if c > 0.0 {
-            a
-        } else {
-            b
-        }
-    }
-    fn apply_rule(self, rule: &CustomRule) -> Self {
-        rule.value(self)
-    }
 }
 
-/// Implements `Real` for a num-dual type; `$chain` applies the chain rule
-/// given the rule's derivatives `[f, f′, f″, f‴]` at the real part.
+/// Implements `Real` for a num-dual type: num-dual's own function where the
+/// primitive names one, otherwise derivative parts from our rule.
 macro_rules! impl_real_dual {
-    ($t:ty, $order:expr, |$x:ident, $d:ident| $chain:expr) => {
+    ($($t:ty),*) => {$(
         impl private::Internal for $t {
+            #[inline]
             fn primal(&self) -> f64 {
                 self.re
             }
             fn from_tracer(_t: Tracer) -> Option<Self> {
                 None
+            }
+            #[inline]
+            fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
+                match prim.dual(x, param) {
+                    Some(y) => y,
+                    None => dual::chain_prim(prim, param, x),
+                }
+            }
+            fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
+                dual::chain_rule(rule, x)
             }
         }
 
@@ -192,68 +328,8 @@ macro_rules! impl_real_dual {
             fn cst(c: f64) -> Self {
                 <$t>::from(c)
             }
-            #[inline]
-            fn sin(self) -> Self {
-                num_dual::DualNum::sin(&self)
-            }
-            #[inline]
-            fn cos(self) -> Self {
-                num_dual::DualNum::cos(&self)
-            }
-            #[inline]
-            fn exp(self) -> Self {
-                num_dual::DualNum::exp(&self)
-            }
-            #[inline]
-            fn ln(self) -> Self {
-                num_dual::DualNum::ln(&self)
-            }
-            #[inline]
-            fn sqrt(self) -> Self {
-                num_dual::DualNum::sqrt(&self)
-            }
-            #[inline]
-            fn tanh(self) -> Self {
-                num_dual::DualNum::tanh(&self)
-            }
-            #[inline]
-            fn powi(self, n: i32) -> Self {
-                num_dual::DualNum::powi(&self, n)
-            }
-            #[inline]
-            fn select(c: Self, a: Self, b: Self) -> Self {
-                if c.re > 0.0 {
-                    a
-                } else {
-                    b
-                }
-            }
-            fn apply_rule(self, rule: &CustomRule) -> Self {
-                let $d = rule.derivatives_at(self.re, $order);
-                let $x = self;
-                $chain
-            }
         }
-    };
+    )*};
 }
 
-// Chain rule (Faà di Bruno) for y = f(x), written on num-dual's public
-// fields: with x = re + v₁ε + …, y's coefficients follow from f⁽ᵏ⁾(re).
-impl_real_dual!(Dual64, 1, |x, d| Dual64::new(d[0], x.eps * d[1]));
-impl_real_dual!(Dual2_64, 2, |x, d| Dual2_64::new(
-    d[0],
-    x.v1 * d[1],
-    x.v2 * d[1] + x.v1 * x.v1 * d[2]
-));
-impl_real_dual!(Dual3_64, 3, |x, d| Dual3_64::new(
-    d[0],
-    x.v1 * d[1],
-    x.v2 * d[1] + x.v1 * x.v1 * d[2],
-    x.v3 * d[1] + 3.0 * x.v1 * x.v2 * d[2] + x.v1 * x.v1 * x.v1 * d[3]
-));
-impl_real_dual!(HyperDual64, 2, |x, d| HyperDual64::new(
-    d[0],
-    x.eps1 * d[1],
-    x.eps2 * d[1],
-    x.eps1eps2 * d[1] + x.eps1 * x.eps2 * d[2]
-));
+impl_real_dual!(Dual64, Dual2_64, Dual3_64, HyperDual64);

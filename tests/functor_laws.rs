@@ -477,26 +477,27 @@ fn reverse_matches_forward_mode_jacobian() {
 /// programs (a check of the test support itself).
 #[test]
 fn generator_covers_all_primitives() {
-    use optic_ad::Op;
+    use optic_ad::rules::{Arith, ExpLog, Hyperbolic, NonSmooth, Power, Trig};
+    use optic_ad::{Op, Prim};
     use std::cell::RefCell;
     let seen = RefCell::new([0usize; 13]);
     check("generator coverage", 200, common::any_program(), |f, _| {
         let mut s = seen.borrow_mut();
         for op in f.program.ops() {
-            let i = match op {
-                Op::Add(..) => 0,
-                Op::Sub(..) => 1,
-                Op::Mul(..) => 2,
-                Op::Div(..) => 3,
-                Op::Neg(..) => 4,
-                Op::Sin(..) => 5,
-                Op::Cos(..) => 6,
-                Op::Exp(..) => 7,
-                Op::Ln(..) => 8,
-                Op::Sqrt(..) => 9,
-                Op::Tanh(..) => 10,
-                Op::Powi(_, k) if *k < 0 => 11,
-                Op::Select(..) => 12,
+            let i = match (op.prim(), op) {
+                (Some(Prim::Arith(Arith::Add)), _) => 0,
+                (Some(Prim::Arith(Arith::Sub)), _) => 1,
+                (Some(Prim::Arith(Arith::Mul)), _) => 2,
+                (Some(Prim::Arith(Arith::Div)), _) => 3,
+                (Some(Prim::Arith(Arith::Neg)), _) => 4,
+                (Some(Prim::Trig(Trig::Sin)), _) => 5,
+                (Some(Prim::Trig(Trig::Cos)), _) => 6,
+                (Some(Prim::ExpLog(ExpLog::Exp)), _) => 7,
+                (Some(Prim::ExpLog(ExpLog::Ln)), _) => 8,
+                (Some(Prim::Power(Power::Sqrt)), _) => 9,
+                (Some(Prim::Hyperbolic(Hyperbolic::Tanh)), _) => 10,
+                (Some(Prim::Power(Power::Powi)), Op::Apply { param, .. }) if *param < 0 => 11,
+                (Some(Prim::NonSmooth(NonSmooth::Select)), _) => 12,
                 _ => continue,
             };
             s[i] += 1;

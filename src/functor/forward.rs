@@ -1,7 +1,7 @@
 //! ∂⃗, the forward-mode functor: pushforward of tangents (seed 000 §IV:
 //! `f₊`; seed 003 on tangent insertion).
 
-use crate::program::{Builder, Op, Program, Var};
+use crate::program::{Builder, Op, Program, Var, MAX_ARITY};
 use crate::rules;
 
 /// The pushforward program ∂⃗f: from `P(x) → y` build
@@ -53,10 +53,11 @@ pub fn forward(p: &Program) -> Program {
             Op::Input(k) => Some(xdots[k as usize]),
             Op::Const(_) => None,
             _ => {
-                let mut t = [None; 3];
+                let mut t = [None; MAX_ARITY];
                 for (slot, o) in t.iter_mut().zip(op.operands()) {
                     *slot = tangent[o.index()];
                 }
+                let t = &t[..op.operands().len()];
                 if t.iter().all(Option::is_none) {
                     None
                 } else {

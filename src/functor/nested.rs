@@ -6,10 +6,11 @@ use std::ops::{Add, Shl, Sub};
 
 use typenum::{Add1, IsLess, Shleft, Sub1, True, Unsigned, B1, U0, U1};
 
-use super::reverse::{reverse_joint, split_stages, Stage};
+use super::reverse::reverse_joint;
 use crate::error::{Error, Result};
 use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::Program;
+use crate::program::{split_stages, Stage};
 
 /// The order-`order` bundle program `P_order(x; d₁ … d_K) → (y, r₁ … r_K)`
 /// with `K = 2^order − 1`, built by applying ∂⃖ `order` times.

@@ -3,54 +3,6 @@
 use super::ir::{Op, Program, Var};
 use crate::error::{Error, Result};
 use crate::real::Real;
-use crate::rules::CustomRule;
-
-/// Applies one operation to operand values fetched by `get(i)` (the `i`-th
-/// operand).
-#[inline(always)]
-pub(crate) fn apply_op<T: Real>(
-    op: &Op,
-    get: &mut impl FnMut(usize) -> T,
-    rules: &[CustomRule],
-) -> T {
-    match *op {
-        Op::Input(_) | Op::Const(_) => unreachable_const(op),
-        Op::Add(..) => get(0) + get(1),
-        Op::Sub(..) => get(0) - get(1),
-        Op::Mul(..) => get(0) * get(1),
-        Op::Div(..) => get(0) / get(1),
-        Op::Neg(_) => -get(0),
-        Op::Sin(_) => get(0).sin(),
-        Op::Cos(_) => get(0).cos(),
-        Op::Exp(_) => get(0).exp(),
-        Op::Ln(_) => get(0).ln(),
-        Op::Sqrt(_) => get(0).sqrt(),
-        Op::Tanh(_) => get(0).tanh(),
-        Op::Powi(_, n) => get(0).powi(n),
-        Op::Select(..) => T::select(get(0), get(1), get(2)),
-        Op::Custom(r, _) => match rules.get(r as usize) {
-            Some(rule) => get(0).apply_rule(rule),
-            None => T::cst(f64::NAN),
-        },
-    }
-}
-
-#[inline(never)]
-fn unreachable_const<T: Real>(op: &Op) -> T {
-    match *op {
-        Op::Const(c) => T::cst(c),
-        _ => T::cst(f64::NAN),
-    }
-}
-
-/// f64 evaluation of one op, for constant folding.
-pub(crate) fn apply_op_f64(
-    op: &Op,
-    get: &mut impl FnMut(usize) -> f64,
-    rules: &[CustomRule],
-) -> f64 {
-    apply_op::<f64>(op, get, rules)
-}
 
 /// Reusable evaluation buffer: one slot per instruction. Keeping one per
 /// program and calling [`Program::eval_with`] makes repeated evaluation
@@ -176,20 +128,16 @@ impl Program {
             let v = match *op {
                 Op::Input(k) => inputs[k as usize],
                 Op::Const(c) => T::cst(c),
-                Op::Add(a, b) => vals[a.index()] + vals[b.index()],
-                Op::Sub(a, b) => vals[a.index()] - vals[b.index()],
-                Op::Mul(a, b) => vals[a.index()] * vals[b.index()],
-                Op::Div(a, b) => vals[a.index()] / vals[b.index()],
-                Op::Neg(a) => -vals[a.index()],
-                Op::Sin(a) => vals[a.index()].sin(),
-                Op::Cos(a) => vals[a.index()].cos(),
-                Op::Exp(a) => vals[a.index()].exp(),
-                Op::Ln(a) => vals[a.index()].ln(),
-                Op::Sqrt(a) => vals[a.index()].sqrt(),
-                Op::Tanh(a) => vals[a.index()].tanh(),
-                Op::Powi(a, n) => vals[a.index()].powi(n),
-                Op::Select(c, a, b) => T::select(vals[c.index()], vals[a.index()], vals[b.index()]),
-                Op::Custom(r, a) => vals[a.index()].apply_rule(&self.rules[r as usize]),
+                Op::Apply { prim, param, args } => {
+                    let [a, b, c] = args.padded();
+                    let x = [vals[a.index()], vals[b.index()], vals[c.index()]];
+                    T::apply_prim(prim, param, &x[..args.len()])
+                }
+                Op::Custom { rule, args } => {
+                    let [a, b, c] = args.padded();
+                    let x = [vals[a.index()], vals[b.index()], vals[c.index()]];
+                    T::apply_custom(&self.rules[rule as usize], &x[..args.len()])
+                }
             };
             vals.push(v);
         }

@@ -30,22 +30,18 @@ impl fmt::Display for Program {
             let rhs = match *op {
                 Op::Input(_) => continue,
                 Op::Const(c) => format!("{c}"),
-                Op::Add(a, b) => format!("{} + {}", v(a), v(b)),
-                Op::Sub(a, b) => format!("{} - {}", v(a), v(b)),
-                Op::Mul(a, b) => format!("{} * {}", v(a), v(b)),
-                Op::Div(a, b) => format!("{} / {}", v(a), v(b)),
-                Op::Neg(a) => format!("-{}", v(a)),
-                Op::Sin(a) => format!("sin {}", v(a)),
-                Op::Cos(a) => format!("cos {}", v(a)),
-                Op::Exp(a) => format!("exp {}", v(a)),
-                Op::Ln(a) => format!("ln {}", v(a)),
-                Op::Sqrt(a) => format!("sqrt {}", v(a)),
-                Op::Tanh(a) => format!("tanh {}", v(a)),
-                Op::Powi(a, n) => format!("{} ^ {n}", v(a)),
-                Op::Select(c, a, b) => format!("select({} > 0, {}, {})", v(c), v(a), v(b)),
-                Op::Custom(r, a) => {
-                    let nm = self.rules.get(r as usize).map(|r| r.name().to_string());
-                    format!("{} {}", nm.unwrap_or_else(|| format!("rule#{r}")), v(a))
+                Op::Apply { prim, param, args } => {
+                    let x: Vec<String> = args.as_slice().iter().map(|&a| v(a)).collect();
+                    prim.display(&x, param)
+                }
+                Op::Custom { rule, args } => {
+                    let x: Vec<String> = args.as_slice().iter().map(|&a| v(a)).collect();
+                    let nm = self.rules.get(rule as usize).map(|r| r.name().to_string());
+                    format!(
+                        "{} {}",
+                        nm.unwrap_or_else(|| format!("rule#{rule}")),
+                        x.join(", ")
+                    )
                 }
             };
             writeln!(f, "  %{i} = {rhs}")?;

@@ -3,7 +3,9 @@
 use rustc_hash::FxHashMap;
 use std::cmp::Ordering;
 
-use crate::rules::CustomRule;
+use super::custom::CustomRule;
+use crate::error::Error;
+use crate::rules::{Arith, ExpLog, Hyperbolic, NonSmooth, Power, Prim, Special, Trig};
 
 /// An SSA value: the result of the instruction at this index of a
 /// [`Program`] or [`Builder`].
@@ -18,12 +20,98 @@ impl Var {
     }
 }
 
-/// One primitive operation. Each one has a rule (value, pullback) in
-/// [`crate::rules`].
+/// The most operands an instruction has (`select`, `mul_add` and `clamp`
+/// have three; user rules may have up to this many).
+pub const MAX_ARITY: usize = 3;
+
+/// The operands of an instruction: up to [`MAX_ARITY`] values, stored
+/// inline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(try_from = "Vec<Var>", into = "Vec<Var>"))]
+pub struct Args {
+    len: u8,
+    vars: [Var; MAX_ARITY],
+}
+
+impl Args {
+    /// No operands.
+    pub const EMPTY: Args = Args {
+        len: 0,
+        vars: [Var(0); MAX_ARITY],
+    };
+
+    /// The operands `x`; `None` if there are more than [`MAX_ARITY`].
+    pub fn new(x: &[Var]) -> Option<Args> {
+        if x.len() > MAX_ARITY {
+            return None;
+        }
+        let mut vars = [Var(0); MAX_ARITY];
+        vars[..x.len()].copy_from_slice(x);
+        Some(Args {
+            len: x.len() as u8,
+            vars,
+        })
+    }
+
+    /// The operands, in order.
+    #[inline(always)]
+    pub fn as_slice(&self) -> &[Var] {
+        &self.vars[..self.len as usize]
+    }
+
+    /// All slots, unused ones holding `Var(0)`; for the interpreter, which
+    /// reads a fixed number of values (every instruction past the first may
+    /// read value 0).
+    #[inline(always)]
+    pub(crate) fn padded(&self) -> [Var; MAX_ARITY] {
+        self.vars
+    }
+
+    /// Number of operands.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.len as usize
+    }
+
+    /// Whether there are no operands.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The same operands passed through `f` (unused slots stay canonical,
+    /// so equal operand lists hash equally).
+    #[inline]
+    pub fn map(&self, mut f: impl FnMut(Var) -> Var) -> Args {
+        let mut out = *self;
+        for v in &mut out.vars[..self.len as usize] {
+            *v = f(*v);
+        }
+        out
+    }
+}
+
+#[cfg(feature = "serde")]
+impl TryFrom<Vec<Var>> for Args {
+    type Error = String;
+    fn try_from(v: Vec<Var>) -> Result<Self, String> {
+        Args::new(&v).ok_or_else(|| format!("{} operands; at most {MAX_ARITY}", v.len()))
+    }
+}
+
+#[cfg(feature = "serde")]
+impl From<Args> for Vec<Var> {
+    fn from(a: Args) -> Vec<Var> {
+        a.as_slice().to_vec()
+    }
+}
+
+/// One instruction of a [`Program`].
 ///
-/// Units: angles are in radians. `Powi` takes a fixed integer exponent,
-/// `Select(c, a, b)` is `a` where `c > 0` and `b` otherwise (branch-free
-/// code, DESIGN.md §2).
+/// Built-in primitives are named by [`Prim`], whose one definition each
+/// (value, pullback, pushforward, printing) is in [`crate::rules`]; code
+/// that walks programs asks the primitive, so this enum never grows with
+/// the primitive set.
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Op {
@@ -31,95 +119,71 @@ pub enum Op {
     Input(u32),
     /// A constant.
     Const(f64),
-    /// `a + b`.
-    Add(Var, Var),
-    /// `a − b`.
-    Sub(Var, Var),
-    /// `a · b`.
-    Mul(Var, Var),
-    /// `a / b`.
-    Div(Var, Var),
-    /// `−a`.
-    Neg(Var),
-    /// `sin a` (radians).
-    Sin(Var),
-    /// `cos a` (radians).
-    Cos(Var),
-    /// `eᵃ`.
-    Exp(Var),
-    /// `ln a` (NaN for `a < 0`).
-    Ln(Var),
-    /// `√a` (NaN for `a < 0`).
-    Sqrt(Var),
-    /// `tanh a`.
-    Tanh(Var),
-    /// `aⁿ` for a fixed integer `n`.
-    Powi(Var, i32),
-    /// `a` where `c > 0`, else `b`.
-    Select(Var, Var, Var),
-    /// A user-defined scalar primitive: index into the program's rule table.
-    Custom(u32, Var),
+    /// A built-in primitive applied to `args` (`prim.arity()` of them);
+    /// `param` is its integer attribute (the exponent of `powi`, the order
+    /// of `polygamma`; 0 for the others).
+    Apply {
+        /// The primitive.
+        prim: Prim,
+        /// Its integer attribute.
+        param: i32,
+        /// Its operands.
+        args: Args,
+    },
+    /// A user-defined primitive: index into the program's rule table.
+    Custom {
+        /// Index of the rule in [`Program::custom_rules`].
+        rule: u32,
+        /// Its operands.
+        args: Args,
+    },
 }
 
 impl Op {
     /// The operands of this operation, in order.
-    pub fn operands(&self) -> OperandIter {
-        let (arr, n) = match *self {
-            Op::Input(_) | Op::Const(_) => ([Var(0); 3], 0),
-            Op::Add(a, b) | Op::Sub(a, b) | Op::Mul(a, b) | Op::Div(a, b) => ([a, b, a], 2),
-            Op::Neg(a)
-            | Op::Sin(a)
-            | Op::Cos(a)
-            | Op::Exp(a)
-            | Op::Ln(a)
-            | Op::Sqrt(a)
-            | Op::Tanh(a)
-            | Op::Powi(a, _)
-            | Op::Custom(_, a) => ([a, a, a], 1),
-            Op::Select(c, a, b) => ([c, a, b], 3),
-        };
-        OperandIter { arr, n, i: 0 }
+    #[inline]
+    pub fn operands(&self) -> &[Var] {
+        match self {
+            Op::Input(_) | Op::Const(_) => &[],
+            Op::Apply { args, .. } | Op::Custom { args, .. } => args.as_slice(),
+        }
     }
 
     /// The same operation with every operand passed through `f`.
-    pub fn map_operands(&self, mut f: impl FnMut(Var) -> Var) -> Op {
+    #[inline]
+    pub fn map_operands(&self, f: impl FnMut(Var) -> Var) -> Op {
         match *self {
             Op::Input(k) => Op::Input(k),
             Op::Const(c) => Op::Const(c),
-            Op::Add(a, b) => Op::Add(f(a), f(b)),
-            Op::Sub(a, b) => Op::Sub(f(a), f(b)),
-            Op::Mul(a, b) => Op::Mul(f(a), f(b)),
-            Op::Div(a, b) => Op::Div(f(a), f(b)),
-            Op::Neg(a) => Op::Neg(f(a)),
-            Op::Sin(a) => Op::Sin(f(a)),
-            Op::Cos(a) => Op::Cos(f(a)),
-            Op::Exp(a) => Op::Exp(f(a)),
-            Op::Ln(a) => Op::Ln(f(a)),
-            Op::Sqrt(a) => Op::Sqrt(f(a)),
-            Op::Tanh(a) => Op::Tanh(f(a)),
-            Op::Powi(a, n) => Op::Powi(f(a), n),
-            Op::Select(c, a, b) => Op::Select(f(c), f(a), f(b)),
-            Op::Custom(r, a) => Op::Custom(r, f(a)),
+            Op::Apply { prim, param, args } => Op::Apply {
+                prim,
+                param,
+                args: args.map(f),
+            },
+            Op::Custom { rule, args } => Op::Custom {
+                rule,
+                args: args.map(f),
+            },
         }
     }
-}
 
-/// Iterator over the operands of an [`Op`].
-#[derive(Debug, Clone)]
-pub struct OperandIter {
-    arr: [Var; 3],
-    n: usize,
-    i: usize,
-}
+    /// [`Op::map_operands`], also renumbering a user rule through
+    /// `rule_ids` (old index → index in the new program's table), for
+    /// copying an instruction into another builder.
+    #[inline]
+    pub(crate) fn rebuilt(&self, rule_ids: &[u32], f: impl FnMut(Var) -> Var) -> Op {
+        let mut op = self.map_operands(f);
+        if let Op::Custom { rule, .. } = &mut op {
+            *rule = rule_ids.get(*rule as usize).copied().unwrap_or(u32::MAX);
+        }
+        op
+    }
 
-impl Iterator for OperandIter {
-    type Item = Var;
-    fn next(&mut self) -> Option<Var> {
-        if self.i < self.n {
-            self.i += 1;
-            Some(self.arr[self.i - 1])
-        } else {
-            None
+    /// The primitive, for an [`Op::Apply`].
+    pub fn prim(&self) -> Option<Prim> {
+        match *self {
+            Op::Apply { prim, .. } => Some(prim),
+            _ => None,
         }
     }
 }
@@ -246,26 +310,50 @@ impl Program {
     /// assert!(p.validate().is_ok());
     /// ```
     pub fn validate(&self) -> Result<(), crate::error::Error> {
-        use crate::error::Error;
         let n = self.ops.len();
+        // Every input is an instruction, so a larger count is bad data:
+        // checked before anything of that size is allocated.
+        if self.n_inputs > n {
+            return Err(Error::Layout(format!(
+                "{} inputs but only {n} instructions",
+                self.n_inputs
+            )));
+        }
         let mut seen = vec![false; self.n_inputs];
         for (i, op) in self.ops.iter().enumerate() {
-            if let Op::Input(k) = *op {
-                match seen.get_mut(k as usize) {
+            match *op {
+                Op::Input(k) => match seen.get_mut(k as usize) {
                     Some(s) if !*s => *s = true,
                     _ => {
                         return Err(Error::Layout(format!(
                             "instruction {i}: bad or repeated input {k}"
                         )))
                     }
+                },
+                Op::Const(_) => {}
+                Op::Apply { prim, args, .. } => {
+                    if args.len() != prim.arity() {
+                        return Err(Error::Layout(format!(
+                            "instruction {i}: {prim} takes {} operands, got {}",
+                            prim.arity(),
+                            args.len()
+                        )));
+                    }
                 }
+                Op::Custom { rule, args } => match self.rules.get(rule as usize) {
+                    None => return Err(Error::MissingRule(rule as usize)),
+                    Some(r) if r.arity() != args.len() => {
+                        return Err(Error::Layout(format!(
+                            "instruction {i}: rule {} takes {} operands, got {}",
+                            r.name(),
+                            r.arity(),
+                            args.len()
+                        )))
+                    }
+                    Some(_) => {}
+                },
             }
-            if let Op::Custom(r, _) = *op {
-                if r as usize >= self.rules.len() {
-                    return Err(Error::MissingRule(r as usize));
-                }
-            }
-            if op.operands().any(|o| o.index() >= i) {
+            if op.operands().iter().any(|o| o.index() >= i) {
                 return Err(Error::Layout(format!("instruction {i} uses a later value")));
             }
         }
@@ -281,8 +369,9 @@ impl Program {
                 "an output or guard refers past the end".into(),
             ));
         }
-        if self.input_blocks.iter().sum::<usize>() != self.n_inputs
-            || self.output_blocks.iter().sum::<usize>() != self.outputs.len()
+        let sum = |w: &[usize]| w.iter().try_fold(0usize, |acc, &x| acc.checked_add(x));
+        if sum(&self.input_blocks) != Some(self.n_inputs)
+            || sum(&self.output_blocks) != Some(self.outputs.len())
         {
             return Err(Error::Layout("blocks do not add up".into()));
         }
@@ -349,54 +438,39 @@ pub(crate) const STRUCTURAL_ZERO: f64 = -0.0;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 enum Key {
     Const(u64),
-    Un(u8, Var),
-    Bin(u8, Var, Var),
-    Powi(Var, i32),
-    Sel(Var, Var, Var),
-    Custom(u32, Var),
+    Apply(Prim, i32, Args),
+    Custom(u32, Args),
 }
 
 fn key(op: &Op) -> Option<Key> {
     Some(match *op {
         Op::Input(_) => return None,
         Op::Const(c) => Key::Const(c.to_bits()),
-        Op::Add(a, b) => Key::Bin(0, a, b),
-        Op::Sub(a, b) => Key::Bin(1, a, b),
-        Op::Mul(a, b) => Key::Bin(2, a, b),
-        Op::Div(a, b) => Key::Bin(3, a, b),
-        Op::Neg(a) => Key::Un(0, a),
-        Op::Sin(a) => Key::Un(1, a),
-        Op::Cos(a) => Key::Un(2, a),
-        Op::Exp(a) => Key::Un(3, a),
-        Op::Ln(a) => Key::Un(4, a),
-        Op::Sqrt(a) => Key::Un(5, a),
-        Op::Tanh(a) => Key::Un(6, a),
-        Op::Powi(a, n) => Key::Powi(a, n),
-        Op::Select(c, a, b) => Key::Sel(c, a, b),
-        Op::Custom(r, a) => Key::Custom(r, a),
+        Op::Apply { prim, param, args } => Key::Apply(prim, param, args),
+        Op::Custom { rule, args } => Key::Custom(rule, args),
     })
 }
 
 /// Builds programs one instruction at a time, folding constants, removing
 /// structural zeros and ones, and sharing common subexpressions.
 ///
-/// Every rule's pullback is written against this builder (DESIGN.md §2,
-/// layer 4), so a pullback is itself a program and can be differentiated
-/// again.
+/// Every rule's pullback is written against this builder, so a pullback is
+/// itself a program and can be differentiated again. The simplifications
+/// each primitive allows are part of its definition in [`crate::rules`].
 ///
 /// # Structural zeros and NaN
 ///
 /// The builder rewrites `x · 0 → 0`, `0 / x → 0` and `x − x → 0` without
-/// looking at `x`. A zero produced this way is a *structural* zero (seed
-/// 002's `Zero`): it means "no dependence", so a derived program gives `0`,
-/// not `NaN`, where an infinite or NaN intermediate meets a zero cotangent.
-/// It is written as the constant `−0.0`, and the drivers seed unused
-/// directions with it, because `a + (−0) = a` holds exactly for every `a`:
-/// adding a structural zero is then folded away. Every other rewrite is
-/// exact in IEEE 754 (`a + (−0) → a`, `a − (+0) → a`, `(−0) − b → −b`,
-/// `a · 1 → a`, `a + (−b) → a − b`, `(−a)(−b) → ab`, …); in particular a
-/// user's `x + 0.0` is kept, since `−0 + 0 = +0`. Values that do flow follow
-/// IEEE 754.
+/// looking at `x`. A zero produced this way is a *structural* zero (the
+/// `Zero` of the ChainRules design notes): it means "no dependence", so a
+/// derived program gives `0`, not `NaN`, where an infinite or NaN
+/// intermediate meets a zero cotangent. It is written as the constant
+/// `−0.0` ([`Builder::zero`]), because `a + (−0) = a` holds exactly for
+/// every `a`: adding a structural zero is then folded away. Every other
+/// rewrite is exact in IEEE 754 (`a + (−0) → a`, `a − (+0) → a`,
+/// `(−0) − b → −b`, `a · 1 → a`, `a + (−b) → a − b`, `(−a)(−b) → ab`, …);
+/// in particular a user's `x + 0.0` is kept, since `−0 + 0 = +0`. Values
+/// that do flow follow IEEE 754.
 ///
 /// # Example
 ///
@@ -421,6 +495,19 @@ pub struct Builder {
     rules: Vec<CustomRule>,
 }
 
+/// Builder methods for primitives, each a one-line call of
+/// [`Builder::apply`].
+macro_rules! builder_prims {
+    ($($(#[$m:meta])* $name:ident($($a:ident),+) => $prim:expr;)*) => {
+        $(
+            $(#[$m])*
+            pub fn $name(&mut self, $($a: Var),+) -> Var {
+                self.apply($prim, 0, &[$($a),+])
+            }
+        )*
+    };
+}
+
 impl Builder {
     /// An empty builder.
     pub fn new() -> Self {
@@ -440,6 +527,16 @@ impl Builder {
     /// The instructions pushed so far.
     pub fn ops(&self) -> &[Op] {
         &self.ops
+    }
+
+    /// Number of instructions pushed so far.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether no instruction has been pushed.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
     }
 
     /// Number of inputs declared so far.
@@ -462,23 +559,52 @@ impl Builder {
 
     /// `Some(a)` when `v` is `−a`. (`None` for a value not of this
     /// builder; [`Builder::finish`] reports those.)
-    fn negated(&self, v: Var) -> Option<Var> {
+    pub(crate) fn negated(&self, v: Var) -> Option<Var> {
         match self.ops.get(v.index()) {
-            Some(Op::Neg(a)) => Some(*a),
+            Some(Op::Apply {
+                prim: Prim::Arith(Arith::Neg),
+                args,
+                ..
+            }) => Some(args.as_slice()[0]),
             _ => None,
         }
     }
 
-    fn constant_of(&self, v: Var) -> Option<f64> {
+    /// The constant `v` holds, if it is one.
+    pub(crate) fn constant_of(&self, v: Var) -> Option<f64> {
         match self.ops.get(v.index()) {
             Some(Op::Const(c)) => Some(*c),
             _ => None,
         }
     }
 
+    /// Whether `v` is the constant `−0.0` (a structural zero; the rewrites
+    /// that drop it are exact in IEEE 754 only for this sign).
+    pub(crate) fn is_neg_zero(&self, v: Var) -> bool {
+        self.constant_of(v)
+            .is_some_and(|k| k.to_bits() == STRUCTURAL_ZERO.to_bits())
+    }
+
+    /// Whether `v` is the constant `+0.0`.
+    pub(crate) fn is_pos_zero(&self, v: Var) -> bool {
+        self.constant_of(v)
+            .is_some_and(|k| k.to_bits() == 0.0f64.to_bits())
+    }
+
+    /// Whether `v` is a structural zero.
+    pub(crate) fn is_structural_zero(&self, v: Var) -> bool {
+        self.is_neg_zero(v)
+    }
+
     /// A constant.
     pub fn constant(&mut self, c: f64) -> Var {
         self.push(Op::Const(c))
+    }
+
+    /// A structural zero: "no dependence" (see the type's docs). It is the
+    /// constant `−0.0`; drivers normalise it to `+0.0` in their results.
+    pub fn zero(&mut self) -> Var {
+        self.constant(STRUCTURAL_ZERO)
     }
 
     /// Registers a user-defined rule and returns its index in this
@@ -506,11 +632,36 @@ impl Builder {
 
     /// Pushes an operation after simplification and CSE, returning the
     /// value that holds its result (possibly an existing one).
+    ///
+    /// A malformed operation (an operand that is not a value of this
+    /// builder, the wrong number of operands, an unregistered rule) is
+    /// recorded as it is, and [`Builder::finish`] reports it.
     pub fn push(&mut self, op: Op) -> Var {
-        let op = match self.simplify(op) {
-            Ok(v) => return v,
-            Err(op) => op,
-        };
+        if let Op::Apply { prim, param, args } = op {
+            let x = args.as_slice();
+            let well_formed =
+                x.len() == prim.arity() && x.iter().all(|v| v.index() < self.ops.len());
+            if well_formed {
+                // Constant folding (user rules are never folded: their value
+                // may use the drivers, and is computed where tracing can
+                // re-enter).
+                let mut vals = [0.0; MAX_ARITY];
+                let mut all_const = true;
+                for (slot, v) in vals.iter_mut().zip(x) {
+                    match self.constant_of(*v) {
+                        Some(c) => *slot = c,
+                        None => all_const = false,
+                    }
+                }
+                if all_const {
+                    let value = prim.value(&vals[..x.len()], param);
+                    return self.constant(value);
+                }
+                if let Some(v) = prim.simplify(self, x, param) {
+                    return v;
+                }
+            }
+        }
         match key(&op) {
             Some(k) => match self.cse.entry(k) {
                 std::collections::hash_map::Entry::Occupied(e) => *e.get(),
@@ -524,189 +675,92 @@ impl Builder {
         }
     }
 
-    /// Algebraic simplification: `Ok(v)` when the op reduces to an existing
-    /// or new value, `Err(op)` with a canonical op otherwise.
-    fn simplify(&mut self, op: Op) -> Result<Var, Op> {
-        use Op::*;
-        let c = |s: &Self, v: Var| s.constant_of(v);
-        // Bit patterns of the two zeros: the rewrites below are exact in
-        // IEEE 754 only for the right sign.
-        let is_neg_zero =
-            |s: &Self, v: Var| c(s, v).is_some_and(|k| k.to_bits() == (-0.0f64).to_bits());
-        let is_pos_zero =
-            |s: &Self, v: Var| c(s, v).is_some_and(|k| k.to_bits() == 0.0f64.to_bits());
-        // Constant folding. User rules are not folded: their value may use
-        // the drivers, and it is computed where tracing can re-enter.
-        let all_const = op.operands().all(|v| c(self, v).is_some());
-        if all_const && !matches!(op, Input(_) | Const(_) | Custom(..)) {
-            let vals: Vec<f64> = op.operands().map(|v| c(self, v).unwrap_or(0.0)).collect();
-            let mut get = |i: usize| vals[i];
-            let value = crate::program::eval::apply_op_f64(&op, &mut get, &self.rules);
-            return Ok(self.push(Const(value)));
-        }
-        match op {
-            Add(a, b) => {
-                // a + (−0) = a for every a (a + (+0) is not: −0 + 0 = +0).
-                if is_neg_zero(self, a) {
-                    return Ok(b);
-                }
-                if is_neg_zero(self, b) {
-                    return Ok(a);
-                }
-                // a + (−b) = a − b, exactly in IEEE 754.
-                if let Some(nb) = self.negated(b) {
-                    return Ok(self.push(Sub(a, nb)));
-                }
-                if let Some(na) = self.negated(a) {
-                    return Ok(self.push(Sub(b, na)));
-                }
-                Err(Add(a.min(b), a.max(b)))
+    /// Applies a built-in primitive with integer attribute `param` (0 where
+    /// it has none) to the operands `x`.
+    ///
+    /// More than [`MAX_ARITY`] operands, or a number the primitive does not
+    /// take, is reported by [`Builder::finish`].
+    pub fn apply(&mut self, prim: Prim, param: i32, x: &[Var]) -> Var {
+        match Args::new(x) {
+            Some(args) => self.push(Op::Apply { prim, param, args }),
+            None => {
+                // Recorded with no operands: the arity check of `finish`
+                // reports it.
+                self.raw(Op::Apply {
+                    prim,
+                    param,
+                    args: Args::EMPTY,
+                })
             }
-            Sub(a, b) => {
-                // a − (+0) = a and (−0) − b = −b, exactly.
-                if is_pos_zero(self, b) {
-                    return Ok(a);
-                }
-                if is_neg_zero(self, a) {
-                    return Ok(self.push(Neg(b)));
-                }
-                if a == b {
-                    // Structural: x − x is 0 whatever x is.
-                    return Ok(self.push(Const(STRUCTURAL_ZERO)));
-                }
-                // a − (−b) = a + b, exactly.
-                if let Some(nb) = self.negated(b) {
-                    return Ok(self.push(Add(a, nb)));
-                }
-                Err(op)
-            }
-            Mul(a, b) => {
-                for (x, y) in [(a, b), (b, a)] {
-                    match c(self, x) {
-                        Some(0.0) => return Ok(self.push(Const(STRUCTURAL_ZERO))),
-                        Some(1.0) => return Ok(y),
-                        Some(-1.0) => return Ok(self.push(Neg(y))),
-                        _ => {}
-                    }
-                }
-                // (−a)(−b) = ab and (−a)·k = a·(−k), exactly.
-                match (self.negated(a), self.negated(b)) {
-                    (Some(na), Some(nb)) => return Ok(self.push(Mul(na, nb))),
-                    (Some(na), None) => {
-                        if let Some(k) = c(self, b) {
-                            let nk = self.push(Const(-k));
-                            return Ok(self.push(Mul(na, nk)));
-                        }
-                    }
-                    (None, Some(nb)) => {
-                        if let Some(k) = c(self, a) {
-                            let nk = self.push(Const(-k));
-                            return Ok(self.push(Mul(nb, nk)));
-                        }
-                    }
-                    (None, None) => {}
-                }
-                Err(Mul(a.min(b), a.max(b)))
-            }
-            Div(a, b) => {
-                if c(self, a) == Some(0.0) {
-                    return Ok(self.push(Const(STRUCTURAL_ZERO)));
-                }
-                if c(self, b) == Some(1.0) {
-                    return Ok(a);
-                }
-                if c(self, b) == Some(-1.0) {
-                    return Ok(self.push(Neg(a)));
-                }
-                // (−a)/(−b) = a/b, exactly.
-                if let (Some(na), Some(nb)) = (self.negated(a), self.negated(b)) {
-                    return Ok(self.push(Div(na, nb)));
-                }
-                Err(op)
-            }
-            Neg(a) => {
-                if let Some(inner) = self.negated(a) {
-                    return Ok(inner);
-                }
-                Err(op)
-            }
-            Powi(a, n) => match n {
-                0 => Ok(self.push(Const(1.0))),
-                1 => Ok(a),
-                _ => Err(op),
-            },
-            Select(cond, a, b) => {
-                if a == b {
-                    return Ok(a);
-                }
-                let _ = cond;
-                Err(op)
-            }
-            _ => Err(op),
         }
     }
 
-    /// `a + b`.
-    pub fn add(&mut self, a: Var, b: Var) -> Var {
-        self.push(Op::Add(a, b))
+    builder_prims! {
+        /// `a + b`.
+        add(a, b) => Prim::Arith(Arith::Add);
+        /// `a − b`.
+        sub(a, b) => Prim::Arith(Arith::Sub);
+        /// `a · b`.
+        mul(a, b) => Prim::Arith(Arith::Mul);
+        /// `a / b`.
+        div(a, b) => Prim::Arith(Arith::Div);
+        /// `−a`.
+        neg(a) => Prim::Arith(Arith::Neg);
+        /// `a · b + c`, rounded once.
+        mul_add(a, b, c) => Prim::Arith(Arith::MulAdd);
+        /// `sin a` (radians).
+        sin(a) => Prim::Trig(Trig::Sin);
+        /// `cos a` (radians).
+        cos(a) => Prim::Trig(Trig::Cos);
+        /// `eᵃ`.
+        exp(a) => Prim::ExpLog(ExpLog::Exp);
+        /// `ln a`.
+        ln(a) => Prim::ExpLog(ExpLog::Ln);
+        /// `√a`.
+        sqrt(a) => Prim::Power(Power::Sqrt);
+        /// `aᵇ`, both differentiable.
+        powf(a, b) => Prim::Power(Power::Powf);
+        /// `√(a² + b²)` without overflow.
+        hypot(a, b) => Prim::Power(Power::Hypot);
+        /// `sinh a`.
+        sinh(a) => Prim::Hyperbolic(Hyperbolic::Sinh);
+        /// `cosh a`.
+        cosh(a) => Prim::Hyperbolic(Hyperbolic::Cosh);
+        /// `tanh a`.
+        tanh(a) => Prim::Hyperbolic(Hyperbolic::Tanh);
+        /// `a` where `c > 0`, else `b`.
+        select(c, a, b) => Prim::NonSmooth(NonSmooth::Select);
     }
-    /// `a − b`.
-    pub fn sub(&mut self, a: Var, b: Var) -> Var {
-        self.push(Op::Sub(a, b))
-    }
-    /// `a · b`.
-    pub fn mul(&mut self, a: Var, b: Var) -> Var {
-        self.push(Op::Mul(a, b))
-    }
-    /// `a / b`.
-    pub fn div(&mut self, a: Var, b: Var) -> Var {
-        self.push(Op::Div(a, b))
-    }
-    /// `−a`.
-    pub fn neg(&mut self, a: Var) -> Var {
-        self.push(Op::Neg(a))
-    }
-    /// `sin a` (radians).
-    pub fn sin(&mut self, a: Var) -> Var {
-        self.push(Op::Sin(a))
-    }
-    /// `cos a` (radians).
-    pub fn cos(&mut self, a: Var) -> Var {
-        self.push(Op::Cos(a))
-    }
-    /// `exp a`.
-    pub fn exp(&mut self, a: Var) -> Var {
-        self.push(Op::Exp(a))
-    }
-    /// `ln a`.
-    pub fn ln(&mut self, a: Var) -> Var {
-        self.push(Op::Ln(a))
-    }
-    /// `√a`.
-    pub fn sqrt(&mut self, a: Var) -> Var {
-        self.push(Op::Sqrt(a))
-    }
-    /// `tanh a`.
-    pub fn tanh(&mut self, a: Var) -> Var {
-        self.push(Op::Tanh(a))
-    }
+
     /// `aⁿ` for a fixed integer `n`.
     pub fn powi(&mut self, a: Var, n: i32) -> Var {
-        self.push(Op::Powi(a, n))
+        self.apply(Prim::Power(Power::Powi), n, &[a])
     }
-    /// `a` where `c > 0`, else `b`.
-    pub fn select(&mut self, c: Var, a: Var, b: Var) -> Var {
-        self.push(Op::Select(c, a, b))
+
+    /// `ψ⁽ⁿ⁾(a)`, the polygamma function of order `n`.
+    pub fn polygamma(&mut self, a: Var, n: i32) -> Var {
+        self.apply(Prim::Special(Special::Polygamma), n, &[a])
     }
+
     /// `c · a` for a constant `c`.
     pub fn scale(&mut self, c: f64, a: Var) -> Var {
         let k = self.constant(c);
         self.mul(k, a)
     }
-    /// Applies a user-defined rule.
-    pub fn custom(&mut self, rule: &CustomRule, a: Var) -> Var {
+
+    /// Applies a user-defined rule to the operands `x` (as many as the
+    /// rule's [`Rule::arity`](crate::Rule::arity)).
+    pub fn custom(&mut self, rule: &CustomRule, x: &[Var]) -> Var {
         let r = self.register_rule(rule);
-        self.push(Op::Custom(r, a))
+        match Args::new(x) {
+            Some(args) => self.push(Op::Custom { rule: r, args }),
+            // Recorded with no operands: the arity check of `finish`
+            // reports it.
+            None => self.raw(Op::Custom {
+                rule: r,
+                args: Args::EMPTY,
+            }),
+        }
     }
 
     /// Finishes the program with the given outputs, as one input block and
@@ -715,8 +769,9 @@ impl Builder {
     /// # Errors
     ///
     /// [`crate::Error::Layout`] if the program is not well formed: an
-    /// output or operand that is not a value of this builder, or an input
-    /// pushed as [`Op::Input`] instead of declared with [`Builder::input`];
+    /// output or operand that is not a value of this builder, an input
+    /// pushed as [`Op::Input`] instead of declared with [`Builder::input`],
+    /// or a primitive or rule given the wrong number of operands;
     /// [`crate::Error::MissingRule`] for an [`Op::Custom`] pushed with a rule
     /// index this builder never registered. A value of another builder whose
     /// index happens to exist here cannot be told apart: keep each builder's

@@ -1,12 +1,15 @@
 //! Programs: the SSA intermediate representation, tracing, the interpreter,
-//! passes and printing (DESIGN.md §2, layer 3).
+//! passes, staging and printing (layer 3 of the architecture chapter).
 
+pub(crate) mod custom;
 pub(crate) mod eval;
 mod fmt;
 pub(crate) mod ir;
 mod passes;
+pub(crate) mod staging;
 pub(crate) mod trace;
 
 pub use eval::Workspace;
-pub use ir::{Builder, Guard, Op, OperandIter, Program, Var};
+pub use ir::{Args, Builder, Guard, Op, Program, Var, MAX_ARITY};
+pub use staging::{split_stages, Stage};
 pub use trace::{trace, Tracer};

@@ -3,6 +3,7 @@
 
 use super::ir::{Builder, Op, Program, Var};
 use crate::error::{Error, Result};
+use crate::rules::Prim;
 
 impl Program {
     /// Copies `self` into `b`, mapping input `k` to `inputs[k]`; returns the
@@ -13,8 +14,7 @@ impl Program {
         for op in &self.ops {
             let v = match *op {
                 Op::Input(k) => inputs[k as usize],
-                Op::Custom(r, a) => b.push(Op::Custom(rule_ids[r as usize], map[a.index()])),
-                ref other => b.push(other.map_operands(|o| map[o.index()])),
+                ref other => b.push(other.rebuilt(&rule_ids, |o| map[o.index()])),
             };
             map.push(v);
         }
@@ -52,7 +52,7 @@ impl Program {
         for i in (0..n).rev() {
             if live[i] || matches!(self.ops[i], Op::Input(_)) {
                 live[i] = true;
-                for o in self.ops[i].operands() {
+                for o in self.ops[i].operands().iter() {
                     live[o.index()] = true;
                 }
             }
@@ -270,35 +270,27 @@ impl Program {
         for (i, op) in self.ops.iter().enumerate() {
             level[i] = op
                 .operands()
+                .iter()
                 .map(|o| level[o.index()] + 1)
                 .max()
                 .unwrap_or(0);
         }
-        let kind = |op: &Op| -> u8 {
+        // Group by operation: inputs, constants, user rules, then each
+        // primitive by its ordinal.
+        const KINDS: usize = 3 + Prim::ORDINALS;
+        let kind = |op: &Op| -> usize {
             match op {
                 Op::Input(_) => 0,
                 Op::Const(_) => 1,
-                Op::Add(..) => 2,
-                Op::Sub(..) => 3,
-                Op::Mul(..) => 4,
-                Op::Div(..) => 5,
-                Op::Neg(_) => 6,
-                Op::Sin(_) => 7,
-                Op::Cos(_) => 8,
-                Op::Exp(_) => 9,
-                Op::Ln(_) => 10,
-                Op::Sqrt(_) => 11,
-                Op::Tanh(_) => 12,
-                Op::Powi(..) => 13,
-                Op::Select(..) => 14,
-                Op::Custom(..) => 15,
+                Op::Custom { .. } => 2,
+                Op::Apply { prim, .. } => 3 + prim.ordinal(),
             }
         };
         // Counting sort on (level, operation), stable in the old order: linear
         // time, so scheduling costs about one pass over the program.
         let max_level = level.iter().copied().max().unwrap_or(0) as usize;
-        let key = |i: usize| level[i] as usize * 16 + kind(&self.ops[i]) as usize;
-        let mut start = vec![0usize; (max_level + 1) * 16 + 1];
+        let key = |i: usize| level[i] as usize * KINDS + kind(&self.ops[i]);
+        let mut start = vec![0usize; (max_level + 1) * KINDS + 1];
         for i in 0..n {
             start[key(i) + 1] += 1;
         }

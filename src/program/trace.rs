@@ -16,11 +16,10 @@ use std::collections::HashMap;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
 
-use super::eval::apply_op_f64;
-use super::ir::{Builder, Op, Program, Var};
+use super::ir::{Builder, Op, Program, Var, MAX_ARITY};
 use crate::error::{Error, Result};
 use crate::real::{private, Real};
-use crate::rules::CustomRule;
+use crate::rules::{CustomRule, Prim};
 
 /// A traced scalar: a handle to a value in an active trace.
 ///
@@ -50,27 +49,32 @@ impl Frame {
     /// Stops at a user-defined rule and returns it with its argument: its
     /// value is computed by the caller with the trace stack released, since
     /// a rule's value may itself use the drivers (and so trace).
-    fn sync(&mut self) -> Option<(CustomRule, f64)> {
+    fn sync(&mut self) -> Option<(CustomRule, Vec<f64>)> {
         let start = self.vals.len();
         for &op in &self.builder.ops()[start..] {
             let v = match op {
                 Op::Input(k) => self.input_vals[k as usize],
                 Op::Const(c) => c,
-                Op::Custom(r, a) => {
-                    let rule = self.builder.rules().get(r as usize).cloned();
-                    return rule.map(|rule| (rule, self.vals[a.index()]));
+                Op::Custom { rule, args } => {
+                    let rule = self.builder.rules().get(rule as usize).cloned();
+                    let x = args
+                        .as_slice()
+                        .iter()
+                        .map(|a| self.vals[a.index()])
+                        .collect();
+                    return rule.map(|rule| (rule, x));
                 }
-                _ => {
-                    let mut operands = [Var(0); 3];
-                    for (slot, o) in operands.iter_mut().zip(op.operands()) {
-                        *slot = o;
+                Op::Apply { prim, param, args } => {
+                    let mut x = [0.0; MAX_ARITY];
+                    for (slot, a) in x.iter_mut().zip(args.as_slice()) {
+                        *slot = self.vals[a.index()];
                     }
-                    let vals = &self.vals;
-                    apply_op_f64(
-                        &op,
-                        &mut |j| vals[operands[j].index()],
-                        self.builder.rules(),
-                    )
+                    if args.len() == prim.arity() {
+                        prim.value(&x[..args.len()], param)
+                    } else {
+                        // Malformed: reported when the trace finishes.
+                        f64::NAN
+                    }
                 }
             };
             self.vals.push(v);
@@ -88,7 +92,7 @@ fn settle(id: u32) {
             stack.iter_mut().rfind(|f| f.id == id).and_then(Frame::sync)
         });
         let Some((rule, x)) = pending else { return };
-        let v = rule.value(x);
+        let v = rule.value(&x);
         STACK.with(|s| {
             if let Some(f) = s.borrow_mut().iter_mut().rfind(|f| f.id == id) {
                 f.vals.push(v);
@@ -161,6 +165,24 @@ fn record<const N: usize>(
         settle(t.trace);
     }
     t
+}
+
+/// Records an operation with any number of operands (at most
+/// [`MAX_ARITY`]; more are recorded as a malformed instruction, which the
+/// trace reports).
+fn record_slice(operands: &[Tracer], build: impl FnOnce(&mut Builder, &[Var]) -> Var) -> Tracer {
+    let mut t = [ORPHAN; MAX_ARITY];
+    let n = operands.len().min(MAX_ARITY);
+    t[..n].copy_from_slice(&operands[..n]);
+    if operands.len() > MAX_ARITY {
+        return record([], |b, []| build(b, &[Var(u32::MAX); MAX_ARITY + 1]));
+    }
+    match n {
+        0 => record([], |b, []| build(b, &[])),
+        1 => record([t[0]], |b, v| build(b, &v)),
+        2 => record([t[0], t[1]], |b, v| build(b, &v)),
+        _ => record(t, |b, v| build(b, &v)),
+    }
 }
 
 fn constant(c: f64) -> Tracer {
@@ -276,10 +298,11 @@ where
     if c > 0 {
         blocks.push(c);
     }
-    let program = frame
-        .builder
-        .finish_blocks(&out_vars, blocks, vec![n_out])
-        .dce();
+    let program = frame.builder.finish_blocks(&out_vars, blocks, vec![n_out]);
+    // A user rule called with the wrong number of arguments is the one
+    // malformed instruction tracing can record.
+    program.validate()?;
+    let program = program.dce();
     Ok(Traced {
         program,
         captures: frame.captures,
@@ -330,38 +353,17 @@ impl private::Internal for Tracer {
     fn from_tracer(t: Tracer) -> Option<Self> {
         Some(t)
     }
+    fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
+        record_slice(x, |b, v| b.apply(prim, param, v))
+    }
+    fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
+        record_slice(x, |b, v| b.custom(rule, v))
+    }
 }
 
 impl Real for Tracer {
     fn cst(c: f64) -> Self {
         constant(c)
-    }
-    fn sin(self) -> Self {
-        record([self], |b, [a]| b.sin(a))
-    }
-    fn cos(self) -> Self {
-        record([self], |b, [a]| b.cos(a))
-    }
-    fn exp(self) -> Self {
-        record([self], |b, [a]| b.exp(a))
-    }
-    fn ln(self) -> Self {
-        record([self], |b, [a]| b.ln(a))
-    }
-    fn sqrt(self) -> Self {
-        record([self], |b, [a]| b.sqrt(a))
-    }
-    fn tanh(self) -> Self {
-        record([self], |b, [a]| b.tanh(a))
-    }
-    fn powi(self, n: i32) -> Self {
-        record([self], |b, [a]| b.powi(a, n))
-    }
-    fn select(c: Self, a: Self, b: Self) -> Self {
-        record([c, a, b], |bd, [c, a, b]| bd.select(c, a, b))
-    }
-    fn apply_rule(self, rule: &CustomRule) -> Self {
-        record([self], |b, [a]| b.custom(rule, a))
     }
 }
 

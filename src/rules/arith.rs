@@ -1,88 +1,287 @@
-//! Arithmetic: `+ − × ÷`, negation and `select`.
+//! Arithmetic: `+ − × ÷`, negation and fused multiply-add.
+//!
+//! Pullbacks, for `y = f(a, b)` and cotangent `ȳ`:
+//!
+//! * `a + b`: `(ȳ, ȳ)`; `a − b`: `(ȳ, −ȳ)`; `−a`: `−ȳ`
+//! * `a · b`: `(ȳ b, ȳ a)`
+//! * `a / b = y`: `(ȳ / b, −ȳ y / b)`
+//! * `mul_add(a, b, c) = a·b + c`: `(ȳ b, ȳ a, ȳ)`
+//!
+//! The simplifications are exact in IEEE 754 (`a + (−0) = a`,
+//! `a − (+0) = a`, `a + (−b) = a − b`, `(−a)(−b) = ab`, …) or produce
+//! structural zeros (`x · 0`, `0 / x`, `x − x`), see [`Builder`].
 
-use crate::program::ir::STRUCTURAL_ZERO;
-use crate::program::{Builder, Op, Var};
+use super::{family, Contribs, DualF64, Primitive};
+use crate::program::{Builder, Var};
 
-/// Pullbacks of the arithmetic primitives.
-///
-/// * `a + b`: `(ā, b̄) = (ȳ, ȳ)`
-/// * `a − b`: `(ȳ, −ȳ)`
-/// * `a · b`: `(ȳ b, ȳ a)`
-/// * `a / b = y`: `(ȳ / b, −ȳ y / b)`
-/// * `−a`: `−ȳ`
-/// * `select(c, a, b)`: `(0, select(c, ȳ, 0), select(c, 0, ȳ))`; the
-///   condition gets no cotangent (a branch, seed 000 §VI).
-pub(super) fn pullback(b: &mut Builder, op: &Op, y: Var, ct: Var) -> [Option<Var>; 3] {
-    match *op {
-        Op::Add(..) => [Some(ct), Some(ct), None],
-        Op::Sub(..) => [Some(ct), Some(b.neg(ct)), None],
-        Op::Mul(x, z) => [Some(b.mul(ct, z)), Some(b.mul(ct, x)), None],
-        Op::Div(_, z) => {
-            let ga = b.div(ct, z);
-            let t = b.mul(ga, y);
-            [Some(ga), Some(b.neg(t)), None]
-        }
-        Op::Neg(_) => [Some(b.neg(ct)), None, None],
-        Op::Select(c, _, _) => {
-            let zero = b.constant(STRUCTURAL_ZERO);
-            let ga = b.select(c, ct, zero);
-            let gb = b.select(c, zero, ct);
-            [None, Some(ga), Some(gb)]
-        }
-        _ => [None; 3],
+family! {
+    /// Arithmetic primitives.
+    Arith {
+        /// `a + b`.
+        Add,
+        /// `a − b`.
+        Sub,
+        /// `a · b`.
+        Mul,
+        /// `a / b`.
+        Div,
+        /// `−a`.
+        Neg,
+        /// `a · b + c` with one rounding (std's `mul_add`).
+        MulAdd,
     }
 }
 
-/// Pushforwards of the arithmetic primitives, for tangents `ȧ`, `ḃ`
-/// (`None`: a structural zero) and result `y`:
-///
-/// * `a + b`: `ȧ + ḃ`; `a − b`: `ȧ − ḃ`; `−a`: `−ȧ`
-/// * `a · b`: `ȧ b + a ḃ`
-/// * `a / b = y`: `(ȧ − y ḃ) / b`
-/// * `select(c, a, b)`: `select(c, ȧ, ḃ)`
-pub(super) fn pushforward(b: &mut Builder, op: &Op, y: Var, t: [Option<Var>; 3]) -> Option<Var> {
-    let zero = |b: &mut Builder, v: Option<Var>| v.unwrap_or_else(|| b.constant(STRUCTURAL_ZERO));
-    match *op {
-        Op::Add(..) => match (t[0], t[1]) {
+/// `a + b`.
+pub struct Add;
+impl Primitive for Add {
+    const NAME: &'static str = "add";
+    const ARITY: usize = 2;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0] + x[1]
+    }
+    fn pullback(_: &mut Builder, _: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        [Some(ct), Some(ct), None]
+    }
+    fn pushforward(b: &mut Builder, _: &[Var], _: i32, _: Var, t: &[Option<Var>]) -> Option<Var> {
+        match (t[0], t[1]) {
             (Some(p), Some(q)) => Some(b.add(p, q)),
             (p, q) => p.or(q),
-        },
-        Op::Sub(..) => match (t[0], t[1]) {
+        }
+    }
+    fn simplify(b: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        let (l, r) = (x[0], x[1]);
+        // a + (−0) = a for every a (a + (+0) is not: −0 + 0 = +0).
+        if b.is_neg_zero(l) {
+            return Some(r);
+        }
+        if b.is_neg_zero(r) {
+            return Some(l);
+        }
+        // a + (−b) = a − b, exactly in IEEE 754.
+        if let Some(nr) = b.negated(r) {
+            return Some(b.sub(l, nr));
+        }
+        if let Some(nl) = b.negated(l) {
+            return Some(b.sub(r, nl));
+        }
+        // Commutative: one canonical operand order for CSE.
+        if l > r {
+            return Some(b.add(r, l));
+        }
+        None
+    }
+    fn display(x: &[String], _: i32) -> String {
+        format!("{} + {}", x[0], x[1])
+    }
+}
+
+/// `a − b`.
+pub struct Sub;
+impl Primitive for Sub {
+    const NAME: &'static str = "sub";
+    const ARITY: usize = 2;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0] - x[1]
+    }
+    fn pullback(b: &mut Builder, _: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        [Some(ct), Some(b.neg(ct)), None]
+    }
+    fn pushforward(b: &mut Builder, _: &[Var], _: i32, _: Var, t: &[Option<Var>]) -> Option<Var> {
+        match (t[0], t[1]) {
             (Some(p), Some(q)) => Some(b.sub(p, q)),
             (p, None) => p,
             (None, Some(q)) => Some(b.neg(q)),
-        },
-        Op::Neg(_) => t[0].map(|p| b.neg(p)),
-        Op::Mul(x, z) => {
-            let l = t[0].map(|p| b.mul(p, z));
-            let r = t[1].map(|q| b.mul(x, q));
-            match (l, r) {
-                (Some(l), Some(r)) => Some(b.add(l, r)),
-                (l, r) => l.or(r),
+        }
+    }
+    fn simplify(b: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        let (l, r) = (x[0], x[1]);
+        // a − (+0) = a and (−0) − b = −b, exactly.
+        if b.is_pos_zero(r) {
+            return Some(l);
+        }
+        if b.is_neg_zero(l) {
+            return Some(b.neg(r));
+        }
+        if l == r {
+            // Structural: x − x is 0 whatever x is.
+            return Some(b.zero());
+        }
+        // a − (−b) = a + b, exactly.
+        if let Some(nr) = b.negated(r) {
+            return Some(b.add(l, nr));
+        }
+        None
+    }
+    fn display(x: &[String], _: i32) -> String {
+        format!("{} - {}", x[0], x[1])
+    }
+}
+
+/// `a · b`.
+pub struct Mul;
+impl Primitive for Mul {
+    const NAME: &'static str = "mul";
+    const ARITY: usize = 2;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0] * x[1]
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        [Some(b.mul(ct, x[1])), Some(b.mul(ct, x[0])), None]
+    }
+    fn pushforward(b: &mut Builder, x: &[Var], _: i32, _: Var, t: &[Option<Var>]) -> Option<Var> {
+        let l = t[0].map(|p| b.mul(p, x[1]));
+        let r = t[1].map(|q| b.mul(x[0], q));
+        match (l, r) {
+            (Some(l), Some(r)) => Some(b.add(l, r)),
+            (l, r) => l.or(r),
+        }
+    }
+    fn simplify(b: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        let (l, r) = (x[0], x[1]);
+        for (p, q) in [(l, r), (r, l)] {
+            match b.constant_of(p) {
+                Some(0.0) => return Some(b.zero()),
+                Some(1.0) => return Some(q),
+                Some(-1.0) => return Some(b.neg(q)),
+                _ => {}
             }
         }
-        Op::Div(_, z) => {
-            let num = match (t[0], t[1]) {
-                (Some(p), Some(q)) => {
-                    let yq = b.mul(y, q);
-                    Some(b.sub(p, yq))
+        // (−a)(−b) = ab and (−a)·k = a·(−k), exactly.
+        match (b.negated(l), b.negated(r)) {
+            (Some(nl), Some(nr)) => return Some(b.mul(nl, nr)),
+            (Some(nl), None) => {
+                if let Some(k) = b.constant_of(r) {
+                    let nk = b.constant(-k);
+                    return Some(b.mul(nl, nk));
                 }
-                (Some(p), None) => Some(p),
-                (None, Some(q)) => {
-                    let yq = b.mul(y, q);
-                    Some(b.neg(yq))
-                }
-                (None, None) => None,
-            };
-            num.map(|n| b.div(n, z))
-        }
-        Op::Select(c, _, _) => {
-            if t[1].is_none() && t[2].is_none() {
-                return None;
             }
-            let (p, q) = (zero(b, t[1]), zero(b, t[2]));
-            Some(b.select(c, p, q))
+            (None, Some(nr)) => {
+                if let Some(k) = b.constant_of(l) {
+                    let nk = b.constant(-k);
+                    return Some(b.mul(nr, nk));
+                }
+            }
+            (None, None) => {}
         }
-        _ => None,
+        if l > r {
+            return Some(b.mul(r, l));
+        }
+        None
+    }
+    fn display(x: &[String], _: i32) -> String {
+        format!("{} * {}", x[0], x[1])
+    }
+}
+
+/// `a / b`.
+pub struct Div;
+impl Primitive for Div {
+    const NAME: &'static str = "div";
+    const ARITY: usize = 2;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0] / x[1]
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
+        let ga = b.div(ct, x[1]);
+        let t = b.mul(ga, y);
+        [Some(ga), Some(b.neg(t)), None]
+    }
+    fn pushforward(b: &mut Builder, x: &[Var], _: i32, y: Var, t: &[Option<Var>]) -> Option<Var> {
+        // (ȧ − y ḃ) / b
+        let num = match (t[0], t[1]) {
+            (Some(p), Some(q)) => {
+                let yq = b.mul(y, q);
+                Some(b.sub(p, yq))
+            }
+            (Some(p), None) => Some(p),
+            (None, Some(q)) => {
+                let yq = b.mul(y, q);
+                Some(b.neg(yq))
+            }
+            (None, None) => None,
+        };
+        num.map(|n| b.div(n, x[1]))
+    }
+    fn simplify(b: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        let (l, r) = (x[0], x[1]);
+        if b.constant_of(l) == Some(0.0) {
+            return Some(b.zero());
+        }
+        match b.constant_of(r) {
+            Some(1.0) => return Some(l),
+            Some(-1.0) => return Some(b.neg(l)),
+            _ => {}
+        }
+        // (−a)/(−b) = a/b, exactly.
+        if let (Some(nl), Some(nr)) = (b.negated(l), b.negated(r)) {
+            return Some(b.div(nl, nr));
+        }
+        None
+    }
+    fn display(x: &[String], _: i32) -> String {
+        format!("{} / {}", x[0], x[1])
+    }
+}
+
+/// `−a`.
+pub struct Neg;
+impl Primitive for Neg {
+    const NAME: &'static str = "neg";
+    const ARITY: usize = 1;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        -x[0]
+    }
+    fn pullback(b: &mut Builder, _: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        [Some(b.neg(ct)), None, None]
+    }
+    fn simplify(b: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        b.negated(x[0])
+    }
+    fn display(x: &[String], _: i32) -> String {
+        format!("-{}", x[0])
+    }
+}
+
+/// `a · b + c`, rounded once.
+pub struct MulAdd;
+impl Primitive for MulAdd {
+    const NAME: &'static str = "mul_add";
+    const ARITY: usize = 3;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0].mul_add(x[1], x[2])
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        [Some(b.mul(ct, x[1])), Some(b.mul(ct, x[0])), Some(ct)]
+    }
+    fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        // num-dual's mul_add is a·b + c; its real part is then rounded
+        // twice, so the real part is set from std's fused value.
+        let mut y = x[0] * x[1] + x[2];
+        let re = x[0].re().mul_add(x[1].re(), x[2].re());
+        y = y - D::from(y.re()) + D::from(re);
+        Some(y)
+    }
+    fn simplify(b: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        // With a structural zero or a unit factor the fused form is no
+        // longer needed: a·1 + c = a + c exactly.
+        for (p, q) in [(x[0], x[1]), (x[1], x[0])] {
+            if b.constant_of(p) == Some(1.0) {
+                return Some(b.add(q, x[2]));
+            }
+            if b.is_structural_zero(p) {
+                return Some(x[2]);
+            }
+        }
+        None
+    }
+    fn display(x: &[String], _: i32) -> String {
+        format!("mul_add({}, {}, {})", x[0], x[1], x[2])
     }
 }

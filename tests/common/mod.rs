@@ -13,7 +13,8 @@ use std::fmt;
 use std::ops::RangeInclusive;
 
 use num_dual::{Dual2_64, Dual3_64, Dual64, HyperDual64};
-use optic_ad::{Builder, Op, Program, Var};
+use optic_ad::rules::NonSmooth;
+use optic_ad::{Builder, Op, Prim, Program, Var};
 use proptest::prelude::*;
 use proptest::sample::Index;
 use proptest::test_runner::{Config, RngSeed, TestCaseError, TestError, TestRunner};
@@ -385,7 +386,11 @@ pub fn select_branches(p: &Program, x: &[f64]) -> Vec<bool> {
     p.ops()
         .iter()
         .filter_map(|op| match *op {
-            Op::Select(c, _, _) => Some(ws.value(c).expect("value") > 0.0),
+            Op::Apply {
+                prim: Prim::NonSmooth(NonSmooth::Select),
+                args,
+                ..
+            } => Some(ws.value(args.as_slice()[0]).expect("value") > 0.0),
             _ => None,
         })
         .collect()

@@ -1,0 +1,259 @@
+//! Staging: cutting a program into causal stages, the left and right (and,
+//! at higher order, the nested closures) of an optic. Generic program
+//! staging, in the manner of partial evaluation: the values crossing a
+//! stage boundary are the residuals (K. Fischer, "∂P.jl terminology and
+//! notation guide", §I).
+
+use super::{Builder, Op, Program, Var};
+use crate::error::{Error, Result};
+
+/// One stage of a staged program: a program whose inputs are
+/// `[residual in…, this stage's own inputs…]` and whose outputs are
+/// `[this stage's own outputs…, residual out…]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stage {
+    /// The stage's program.
+    pub program: Program,
+    /// Number of residual values it receives from the stages before it.
+    pub residual_in: usize,
+    /// Number of its own inputs.
+    pub own_inputs: usize,
+    /// Number of its own outputs.
+    pub own_outputs: usize,
+    /// Number of residual values it hands to the stages after it.
+    pub residual_out: usize,
+}
+
+/// Splits a program into causal stages.
+///
+/// Input block `i` becomes available at stage `input_stage[i]`; output block
+/// `j` must be ready by stage `output_stage[j]`. Each instruction runs in the
+/// first stage where all its operands are available. The values a stage
+/// passes on are exactly those later stages use: they are the residuals of
+/// the optic (seed 000, §I). Constants are re-created where they are used,
+/// never passed on.
+///
+/// # Errors
+///
+/// [`Error::Layout`] if the stage lists do not match the blocks;
+/// [`Error::NotCausal`] if an output depends on an input of a later stage.
+///
+/// # Example
+///
+/// Splitting the joint program of ∂⃖ sin into left and right: the residual
+/// is `cos x`, computed on the left (seed 000, Snippet 15's capture).
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::functor::reverse_joint;
+/// use optic_ad::split_stages;
+/// use optic_ad::{trace, Error, Real};
+///
+/// let p = trace(|x| vec![x[0].sin()], &[0.3]).unwrap();
+/// let j = reverse_joint(&p); // [x, ȳ] -> [y, x̄]
+/// let st = split_stages(&j, &[0, 1], &[0, 1], 2).unwrap();
+/// assert_eq!(st[0].residual_out, 1);
+/// let left = st[0].program.eval(&[0.3]).unwrap(); // [y, cos x]
+/// assert_relative_eq!(left[1], 0.3_f64.cos());
+/// let right = st[1].program.eval(&[left[1], 2.0]).unwrap(); // [x̄]
+/// assert_relative_eq!(right[0], 2.0 * 0.3_f64.cos());
+/// // x̄ cannot be ready before ȳ arrives.
+/// assert!(matches!(split_stages(&j, &[0, 1], &[0, 0], 2), Err(Error::NotCausal { .. })));
+/// ```
+pub fn split_stages(
+    p: &Program,
+    input_stage: &[usize],
+    output_stage: &[usize],
+    n_stages: usize,
+) -> Result<Vec<Stage>> {
+    if input_stage.len() != p.input_blocks.len() || output_stage.len() != p.output_blocks.len() {
+        return Err(Error::Layout(format!(
+            "split_stages: {} input and {} output stages for {} and {} blocks",
+            input_stage.len(),
+            output_stage.len(),
+            p.input_blocks.len(),
+            p.output_blocks.len()
+        )));
+    }
+    if input_stage
+        .iter()
+        .chain(output_stage)
+        .any(|&s| s >= n_stages)
+    {
+        return Err(Error::Layout("split_stages: stage out of range".into()));
+    }
+    let scalar_stage = |blocks: &[usize], stages: &[usize]| -> (Vec<usize>, Vec<usize>) {
+        let mut s = Vec::new();
+        let mut blk = Vec::new();
+        for (i, (&w, &st)) in blocks.iter().zip(stages).enumerate() {
+            s.extend(std::iter::repeat_n(st, w));
+            blk.extend(std::iter::repeat_n(i, w));
+        }
+        (s, blk)
+    };
+    let (in_stage, in_block) = scalar_stage(&p.input_blocks, input_stage);
+    let (out_stage, out_block) = scalar_stage(&p.output_blocks, output_stage);
+    let n = p.ops.len();
+    let is_const = |i: usize| matches!(p.ops[i], Op::Const(_));
+    // Stage of each value, and for diagnostics the latest input block it
+    // depends on.
+    let mut stage = vec![0usize; n];
+    let mut src_block: Vec<Option<usize>> = vec![None; n];
+    for (i, op) in p.ops.iter().enumerate() {
+        match *op {
+            Op::Input(k) => {
+                stage[i] = in_stage[k as usize];
+                src_block[i] = Some(in_block[k as usize]);
+            }
+            Op::Const(_) => {}
+            _ => {
+                for &o in op.operands() {
+                    if stage[o.index()] >= stage[i] {
+                        stage[i] = stage[o.index()];
+                        src_block[i] = src_block[o.index()].or(src_block[i]);
+                    }
+                }
+            }
+        }
+    }
+    // Guards run in the stage of their later operand.
+    let guard_stage: Vec<usize> = p
+        .guards
+        .iter()
+        .map(|g| stage[g.a.index()].max(stage[g.b.index()]))
+        .collect();
+    // Latest stage that uses each value.
+    let mut last_use = stage.clone();
+    for (i, op) in p.ops.iter().enumerate() {
+        for &o in op.operands() {
+            last_use[o.index()] = last_use[o.index()].max(stage[i]);
+        }
+    }
+    for (g, &s) in p.guards.iter().zip(&guard_stage) {
+        last_use[g.a.index()] = last_use[g.a.index()].max(s);
+        last_use[g.b.index()] = last_use[g.b.index()].max(s);
+    }
+    for (j, o) in p.outputs.iter().enumerate() {
+        if stage[o.index()] > out_stage[j] {
+            return Err(Error::NotCausal {
+                output: out_block[j],
+                input: src_block[o.index()].unwrap_or(0),
+            });
+        }
+        last_use[o.index()] = last_use[o.index()].max(out_stage[j]);
+    }
+    // Values crossing the boundary after stage s.
+    let crossing = |s: usize| -> Vec<usize> {
+        (0..n)
+            .filter(|&i| !is_const(i) && stage[i] <= s && last_use[i] > s)
+            .collect()
+    };
+    let mut stages = Vec::with_capacity(n_stages);
+    let mut carried: Vec<usize> = Vec::new();
+    let mut per_stage = vec![0usize; n_stages];
+    for &st in &stage {
+        per_stage[st] += 1;
+    }
+    for (s, &stage_len) in per_stage.iter().enumerate() {
+        let mut b = Builder::with_capacity(stage_len + carried.len());
+        let mut local: Vec<Option<Var>> = vec![None; n];
+        for &i in &carried {
+            local[i] = Some(b.input());
+        }
+        let mut own_inputs = 0;
+        for (i, op) in p.ops.iter().enumerate() {
+            if let Op::Input(k) = *op {
+                if in_stage[k as usize] == s {
+                    own_inputs += 1;
+                    let _ = i;
+                }
+            }
+        }
+        // Own inputs in the order of the program's inputs.
+        let mut own: Vec<(u32, usize)> = p
+            .ops
+            .iter()
+            .enumerate()
+            .filter_map(|(i, op)| match *op {
+                Op::Input(k) if in_stage[k as usize] == s => Some((k, i)),
+                _ => None,
+            })
+            .collect();
+        own.sort_unstable();
+        for &(_, i) in &own {
+            local[i] = Some(b.input());
+        }
+        let rule_ids: Vec<u32> = p.rules.iter().map(|r| b.register_rule(r)).collect();
+        for (i, op) in p.ops.iter().enumerate() {
+            if stage[i] != s || matches!(op, Op::Input(_)) {
+                continue;
+            }
+            let v = match *op {
+                Op::Const(c) => b.constant(c),
+                ref other => {
+                    let mut get = |o: Var| local_of(&mut b, p, &mut local, o);
+                    let mapped = other.rebuilt(&rule_ids, &mut get);
+                    b.push(mapped)
+                }
+            };
+            local[i] = Some(v);
+        }
+        for (g, &gs) in p.guards.iter().zip(&guard_stage) {
+            if gs == s {
+                let a = local_of(&mut b, p, &mut local, g.a);
+                let c = local_of(&mut b, p, &mut local, g.b);
+                b.guard(a, c, g.ordering);
+            }
+        }
+        let mut outs: Vec<Var> = Vec::new();
+        for (j, o) in p.outputs.iter().enumerate() {
+            if out_stage[j] == s {
+                outs.push(local_of(&mut b, p, &mut local, *o));
+            }
+        }
+        let own_outputs = outs.len();
+        let next = if s + 1 < n_stages {
+            crossing(s)
+        } else {
+            Vec::new()
+        };
+        for &i in &next {
+            outs.push(local_of(&mut b, p, &mut local, Var(i as u32)));
+        }
+        let residual_in = carried.len();
+        let residual_out = next.len();
+        let program = b
+            .finish_blocks(
+                &outs,
+                vec![residual_in, own_inputs],
+                vec![own_outputs, residual_out],
+            )
+            .dce();
+        stages.push(Stage {
+            program,
+            residual_in,
+            own_inputs,
+            own_outputs,
+            residual_out,
+        });
+        carried = next;
+    }
+    Ok(stages)
+}
+
+/// The local value of `v` in the stage being built: carried, computed in
+/// this stage, or a constant re-created here.
+fn local_of(b: &mut Builder, p: &Program, local: &mut [Option<Var>], v: Var) -> Var {
+    if let Some(l) = local[v.index()] {
+        return l;
+    }
+    let c = match p.ops[v.index()] {
+        Op::Const(c) => c,
+        // Unreachable by construction (every non-constant value used here
+        // was carried or computed); a NaN makes any slip visible.
+        _ => f64::NAN,
+    };
+    let l = b.constant(c);
+    local[v.index()] = Some(l);
+    l
+}

@@ -1,0 +1,243 @@
+//! Selection and the non-smooth functions.
+//!
+//! At a kink these follow JAX's conventions (`jax._src.lax.lax`):
+//!
+//! * `select(c, a, b)` (`a` where `c > 0`, else `b`): the cotangent goes to
+//!   the chosen branch, none to the condition (a branch, Fischer §VI)
+//! * `abs`: derivative 1 at 0 (JAX: `select(x ≥ 0, ȳ, −ȳ)`)
+//! * `max`, `min`: at a tie each argument gets half the cotangent (JAX's
+//!   balanced `max`/`min` JVP)
+//! * `clamp(x, lo, hi)`: as `lax.clamp`: `x` gets the cotangent strictly
+//!   inside `(lo, hi)`, `lo` where `x < lo`, `hi` where `x > hi`, and no
+//!   argument at a bound
+//! * `signum`, `floor`, `ceil`: derivative 0 everywhere (structural zeros)
+//!
+//! Each derivative is written with `select` on the operands, so derived
+//! programs are right on both sides of a kink without re-tracing.
+//!
+//! NaN: `max` and `min` follow std and ignore a NaN argument; their
+//! derivative at a NaN argument is then half the cotangent each.
+//! `clamp` returns NaN (std panics) when `lo > hi` or a bound is NaN.
+
+use super::{family, Contribs, DualF64, Primitive};
+use crate::program::{Builder, Var};
+
+family! {
+    /// Selection and the non-smooth functions.
+    NonSmooth {
+        /// `select(c, a, b)`: `a` where `c > 0`, else `b`.
+        Select,
+        /// `|x|`.
+        Abs,
+        /// `signum x` (std: 1 for `+0`, −1 for `−0`, NaN for NaN).
+        Signum,
+        /// `max(a, b)` (std: a NaN argument is ignored).
+        Max,
+        /// `min(a, b)` (std: a NaN argument is ignored).
+        Min,
+        /// `clamp(x, lo, hi)`.
+        Clamp,
+        /// `⌊x⌋`.
+        Floor,
+        /// `⌈x⌉`.
+        Ceil,
+    }
+}
+
+/// `a` where `c > 0`, else `b`.
+pub struct Select;
+impl Primitive for Select {
+    const NAME: &'static str = "select";
+    const ARITY: usize = 3;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        if x[0] > 0.0 {
+            x[1]
+        } else {
+            x[2]
+        }
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        let zero = b.zero();
+        let ga = b.select(x[0], ct, zero);
+        let gb = b.select(x[0], zero, ct);
+        [None, Some(ga), Some(gb)]
+    }
+    fn pushforward(b: &mut Builder, x: &[Var], _: i32, _: Var, t: &[Option<Var>]) -> Option<Var> {
+        if t[1].is_none() && t[2].is_none() {
+            return None;
+        }
+        let p = t[1].unwrap_or_else(|| b.zero());
+        let q = t[2].unwrap_or_else(|| b.zero());
+        Some(b.select(x[0], p, q))
+    }
+    fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        Some(if x[0].re() > 0.0 { x[1] } else { x[2] })
+    }
+    fn simplify(_: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        (x[1] == x[2]).then_some(x[1])
+    }
+    fn display(x: &[String], _: i32) -> String {
+        format!("select({} > 0, {}, {})", x[0], x[1], x[2])
+    }
+}
+
+/// `|x|`.
+pub struct Abs;
+impl Primitive for Abs {
+    const NAME: &'static str = "abs";
+    const ARITY: usize = 1;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0].abs()
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        // −ȳ where −x > 0, else ȳ: derivative 1 at ±0.
+        let nx = b.neg(x[0]);
+        let nct = b.neg(ct);
+        [Some(b.select(nx, nct, ct)), None, None]
+    }
+    fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        Some(if x[0].re() < 0.0 { -x[0] } else { x[0] })
+    }
+}
+
+/// A function with derivative 0 everywhere.
+macro_rules! flat {
+    ($P:ident, $name:literal, $f:ident) => {
+        #[doc = concat!("`", $name, "`: derivative 0.")]
+        pub struct $P;
+        impl Primitive for $P {
+            const NAME: &'static str = $name;
+            const ARITY: usize = 1;
+            #[inline(always)]
+            fn value(x: &[f64], _: i32) -> f64 {
+                x[0].$f()
+            }
+            fn pullback(_: &mut Builder, _: &[Var], _: i32, _: Var, _: Var) -> Contribs {
+                [None; 3]
+            }
+            fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+                Some(D::from(x[0].re().$f()))
+            }
+        }
+    };
+}
+flat!(Signum, "signum", signum);
+flat!(Floor, "floor", floor);
+flat!(Ceil, "ceil", ceil);
+
+/// The cotangent of `a` in `max(a, b)`: `ȳ` where `a > b`, 0 where
+/// `b > a`, `ȳ/2` at a tie.
+fn max_share(b: &mut Builder, a: Var, c: Var, ct: Var) -> Var {
+    let zero = b.zero();
+    let half = b.scale(0.5, ct);
+    let d_ab = b.sub(a, c);
+    let d_ba = b.sub(c, a);
+    let tie = b.select(d_ba, zero, half);
+    b.select(d_ab, ct, tie)
+}
+
+/// The value of `max`/`min` on num-dual numbers, `greater` choosing `max`.
+fn dual_pick<D: DualF64>(a: D, c: D, greater: bool) -> D {
+    let (ar, cr) = (a.re(), c.re());
+    if ar.is_nan() {
+        c
+    } else if cr.is_nan() || (ar != cr && (ar > cr) == greater) {
+        a
+    } else if ar != cr {
+        c
+    } else {
+        a * 0.5 + c * 0.5
+    }
+}
+
+/// `max(a, b)`.
+pub struct Max;
+impl Primitive for Max {
+    const NAME: &'static str = "max";
+    const ARITY: usize = 2;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0].max(x[1])
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        let ga = max_share(b, x[0], x[1], ct);
+        let gb = max_share(b, x[1], x[0], ct);
+        [Some(ga), Some(gb), None]
+    }
+    fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        Some(dual_pick(x[0], x[1], true))
+    }
+    fn simplify(_: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        (x[0] == x[1]).then_some(x[0])
+    }
+}
+
+/// `min(a, b)`.
+pub struct Min;
+impl Primitive for Min {
+    const NAME: &'static str = "min";
+    const ARITY: usize = 2;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0].min(x[1])
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        // min(a, b) = −max(−a, −b): a gets ȳ where b > a.
+        let ga = max_share(b, x[1], x[0], ct);
+        let gb = max_share(b, x[0], x[1], ct);
+        // max_share(c, a) gives ȳ where c > a; swap to "a < b".
+        [Some(ga), Some(gb), None]
+    }
+    fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        Some(dual_pick(x[0], x[1], false))
+    }
+    fn simplify(_: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
+        (x[0] == x[1]).then_some(x[0])
+    }
+}
+
+/// `clamp(x, lo, hi)`.
+pub struct Clamp;
+impl Primitive for Clamp {
+    const NAME: &'static str = "clamp";
+    const ARITY: usize = 3;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        let (v, lo, hi) = (x[0], x[1], x[2]);
+        if lo > hi || lo.is_nan() || hi.is_nan() {
+            f64::NAN
+        } else {
+            v.clamp(lo, hi)
+        }
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
+        let (v, lo, hi) = (x[0], x[1], x[2]);
+        let zero = b.zero();
+        let above_lo = b.sub(v, lo);
+        let below_hi = b.sub(hi, v);
+        let inner = b.select(below_hi, ct, zero);
+        let gv = b.select(above_lo, inner, zero);
+        let below_lo = b.sub(lo, v);
+        let glo = b.select(below_lo, ct, zero);
+        let above_hi = b.sub(v, hi);
+        let ghi = b.select(above_hi, ct, zero);
+        [Some(gv), Some(glo), Some(ghi)]
+    }
+    fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        let (v, lo, hi) = (x[0].re(), x[1].re(), x[2].re());
+        Some(if lo > hi || lo.is_nan() || hi.is_nan() {
+            D::from(f64::NAN)
+        } else if v < lo {
+            x[1]
+        } else if v > hi {
+            x[2]
+        } else if v == lo || v == hi {
+            // At a bound no argument gets a derivative (lax.clamp).
+            D::from(v)
+        } else {
+            x[0]
+        })
+    }
+}

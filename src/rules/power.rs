@@ -1,0 +1,157 @@
+//! Powers and roots: `powi`, `powf`, `sqrt`, `cbrt`, `hypot`.
+//!
+//! Pullbacks, for `y = f(x)` and cotangent `ȳ` (Abramowitz & Stegun 3.3,
+//! 4.2; NIST DLMF 4.8):
+//!
+//! * `xⁿ` (integer `n`): `ȳ n xⁿ⁻¹`, or `ȳ n y / x` where `n − 1`
+//!   overflows
+//! * `xʸ` (both differentiable): `(ȳ y xʸ⁻¹, ȳ xʸ ln x)`; at `x = 0` the
+//!   second is 0, since `0ʸ = 0` for every `y > 0`
+//! * `√x = y`: `ȳ / (2y)`, which is `+∞` at 0
+//! * `∛x = y`: `ȳ / (3y²)`, `+∞` at 0 (not `y / 3x`, which is 0/0 there)
+//! * `hypot(x, y) = h`: `(ȳ x / h, ȳ y / h)`; the ratios are at most 1, so
+//!   nothing overflows where `h` does not; NaN at `(0, 0)`, where no
+//!   gradient exists
+
+use super::{family, Contribs, DualF64, Primitive};
+use crate::program::{Builder, Var};
+
+family! {
+    /// Powers and roots.
+    Power {
+        /// `xⁿ` for a fixed integer `n` (the primitive's parameter).
+        Powi,
+        /// `xʸ`, both arguments differentiable (std's `powf`).
+        Powf,
+        /// `√x` (NaN for `x < 0`).
+        Sqrt,
+        /// `∛x` (defined for negative `x`).
+        Cbrt,
+        /// `√(x² + y²)` without overflow or underflow (std's `hypot`).
+        Hypot,
+    }
+}
+
+/// `xⁿ`, `n = param`.
+pub struct Powi;
+impl Primitive for Powi {
+    const NAME: &'static str = "powi";
+    const ARITY: usize = 1;
+    #[inline(always)]
+    fn value(x: &[f64], n: i32) -> f64 {
+        x[0].powi(n)
+    }
+    fn pullback(b: &mut Builder, x: &[Var], n: i32, y: Var, ct: Var) -> Contribs {
+        // n xⁿ⁻¹, or n xⁿ / x where n − 1 would overflow (n = i32::MIN).
+        let p = match n.checked_sub(1) {
+            Some(m) => b.powi(x[0], m),
+            None => b.div(y, x[0]),
+        };
+        let d = b.scale(f64::from(n), p);
+        [Some(b.mul(ct, d)), None, None]
+    }
+    fn dual<D: DualF64>(x: &[D], n: i32) -> Option<D> {
+        // num-dual forms n(n−1)(n−2) in i32, which overflows for
+        // |n| ≥ 1291, and gives NaN for a negative power at 0; there the
+        // coefficients come from this rule, in f64.
+        let ok = n.unsigned_abs() <= 1000 && !(n < 0 && x[0].re() == 0.0);
+        ok.then(|| x[0].powi(n))
+    }
+    fn simplify(b: &mut Builder, x: &[Var], n: i32) -> Option<Var> {
+        match n {
+            0 => Some(b.constant(1.0)),
+            1 => Some(x[0]),
+            _ => None,
+        }
+    }
+    fn display(x: &[String], n: i32) -> String {
+        format!("{} ^ {n}", x[0])
+    }
+}
+
+/// `xʸ`.
+pub struct Powf;
+impl Primitive for Powf {
+    const NAME: &'static str = "powf";
+    const ARITY: usize = 2;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0].powf(x[1])
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
+        let (base, e) = (x[0], x[1]);
+        // ∂/∂x = y xʸ⁻¹.
+        let one = b.constant(1.0);
+        let e1 = b.sub(e, one);
+        let p = b.powf(base, e1);
+        let dx = b.mul(e, p);
+        let gx = b.mul(ct, dx);
+        // ∂/∂y = xʸ ln x where x ≠ 0 (NaN for x < 0, where xʸ is not
+        // differentiable in y), and 0 at x = 0.
+        let l = b.ln(base);
+        let dy = b.mul(y, l);
+        let zero = b.zero();
+        let nb = b.neg(base);
+        let dy0 = b.select(nb, dy, zero);
+        let dy = b.select(base, dy, dy0);
+        let gy = b.mul(ct, dy);
+        [Some(gx), Some(gy), None]
+    }
+    fn display(x: &[String], _: i32) -> String {
+        format!("{} ^ {}", x[0], x[1])
+    }
+}
+
+/// `√x`.
+pub struct Sqrt;
+impl Primitive for Sqrt {
+    const NAME: &'static str = "sqrt";
+    const ARITY: usize = 1;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0].sqrt()
+    }
+    fn pullback(b: &mut Builder, _: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
+        let two_y = b.scale(2.0, y);
+        [Some(b.div(ct, two_y)), None, None]
+    }
+    fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        // num-dual gives NaN derivatives at 0, where they are +∞.
+        (x[0].re() > 0.0).then(|| x[0].sqrt())
+    }
+}
+
+/// `∛x`.
+pub struct Cbrt;
+impl Primitive for Cbrt {
+    const NAME: &'static str = "cbrt";
+    const ARITY: usize = 1;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0].cbrt()
+    }
+    fn pullback(b: &mut Builder, _: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
+        let y2 = b.mul(y, y);
+        let d = b.scale(3.0, y2);
+        [Some(b.div(ct, d)), None, None]
+    }
+    fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        (x[0].re() != 0.0).then(|| x[0].cbrt())
+    }
+}
+
+/// `√(x² + y²)`.
+pub struct Hypot;
+impl Primitive for Hypot {
+    const NAME: &'static str = "hypot";
+    const ARITY: usize = 2;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0].hypot(x[1])
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, h: Var, ct: Var) -> Contribs {
+        let cx = b.div(x[0], h);
+        let cy = b.div(x[1], h);
+        [Some(b.mul(ct, cx)), Some(b.mul(ct, cy)), None]
+    }
+}
