@@ -21,10 +21,9 @@ use typenum::{Add1, Unsigned, B1};
 
 use crate::error::{Error, Result};
 use crate::functor::nested::{derivatives_program, nest};
-use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::trace::{trace_captured, Traced, Tracer};
 use crate::program::{split_stages, Stage};
-use crate::program::{Program, Workspace};
+use crate::program::{Program, Seed, Workspace};
 use crate::real::Real;
 
 fn check_nonempty(what: &'static str, n: usize) -> Result<()> {
@@ -62,34 +61,92 @@ where
     Ok((program.flatten_blocks(), inputs))
 }
 
-/// The gradient program `x ↦ (f(x), ∇f(x))`: ∂⃖f with seed `ȳ = 1`.
+/// Re-tracing where a guard fails, written once for every compiled driver.
+///
+/// `run` evaluates what was built from the user's function at the current
+/// point. Where a recorded comparison no longer holds
+/// ([`Error::GuardFailed`]), `rebuild` traces the function again at this
+/// point, the result replaces `built`, and `run` is tried once more; any
+/// other outcome is returned as it is.
+fn run_or_retrace<S, R>(
+    built: &mut S,
+    rebuild: impl FnOnce() -> Result<S>,
+    mut run: impl FnMut(&mut S) -> Result<R>,
+) -> Result<R> {
+    match run(built) {
+        Err(Error::GuardFailed { .. }) => {
+            *built = rebuild()?;
+            run(built)
+        }
+        other => other,
+    }
+}
+
+/// The output blocks of [`gradient_program`].
+mod gradient_blocks {
+    /// `f(x)`, one value.
+    pub const VALUE: usize = 0;
+    /// `∇f`, with respect to the point and then the captured values.
+    pub const GRADIENT: usize = 1;
+}
+
+/// The seeds of the tangent inputs of ∂⃗ for a traced function whose first
+/// `n` of `total` inputs are the point: free for the point, structural
+/// zeros for the captured values of an enclosing trace (they are held
+/// fixed).
+fn point_tangents(n: usize, total: usize) -> impl Iterator<Item = Seed> {
+    (0..total).map(move |i| if i < n { Seed::Free } else { Seed::Zero })
+}
+
+/// The first `n` positions of output block `j` of `p`.
+fn block_head(p: &Program, j: usize, n: usize) -> Result<std::ops::Range<usize>> {
+    match p.output_range(j) {
+        Some(r) if r.len() >= n => Ok(r.start..r.start + n),
+        _ => Err(Error::Layout(format!(
+            "output block {j} of width {n} is missing"
+        ))),
+    }
+}
+
+/// The gradient program `x ↦ (f(x), ∇f(x))`: ∂⃖f with seed `ȳ = 1`,
+/// keeping the gradient with respect to the first `n` inputs. Its output
+/// blocks are [`gradient_blocks`].
 fn gradient_program(p: &Program, n: usize) -> Result<Program> {
     let total = p.n_inputs();
-    let p1 = nest(p, 1)?; // inputs [x, d₁], outputs [y, r₁]
-    let mut fixed = vec![None; total];
-    fixed.push(Some(1.0));
-    let keep: Vec<usize> = (0..=n).collect();
-    p1.specialize(&fixed, &keep)
+    // ∂⃖f at order 1: inputs [x, d₁], outputs [y, r₁ = Jᵀd₁].
+    let p1 = nest(p, 1)?;
+    let mut seeds = vec![Seed::Free; total];
+    seeds.push(Seed::Value(1.0));
+    let mut keep = vec![0];
+    keep.extend(block_head(&p1, 1, n)?);
+    let mut g = p1.specialize_seeds(&seeds, &keep)?;
+    g.output_blocks = vec![1, n];
+    Ok(g)
 }
 
 /// The Hessian-vector product program `(x, v) ↦ (f, ∇f, H v)`, forward
 /// over reverse: ∂⃗ applied to the gradient program `x ↦ (f, ∇f)` (which is
 /// ∂⃖f with `ȳ = 1`), with tangent `ẋ = v`; the tangent of `∇f` is `H v`.
-/// Tangents of captured inputs are 0.
+/// Tangents of captured inputs are structural zeros.
 ///
 /// The same product is the last closure of the order-2 bundle with
-/// `d₁ = 1`, `d₂ = v`, `d₃ = 0` (DESIGN.md §3, reverse over reverse);
-/// `tests/drivers.rs` checks that the two agree. Forward over reverse gives
-/// the smaller program.
+/// `d₁ = 1`, `d₂ = v`, `d₃ = 0` (the book's higher-order chapter, reverse
+/// over reverse); `tests/drivers.rs` checks that the two agree. Forward
+/// over reverse gives the smaller program.
 fn hvp_program(p: &Program, n: usize) -> Result<Program> {
+    use gradient_blocks::{GRADIENT, VALUE};
     let total = p.n_inputs();
-    let g = gradient_program(p, total)?; // (x, caps) ↦ (y, ∇ wrt x and caps)
-    let fg = crate::functor::forward(&g); // [x, caps, ẋ, ċaps] ↦ [y, ∇, ẏ, (∇)˙]
-    let mut fixed = vec![None; total];
-    fixed.extend((0..total).map(|i| if i < n { None } else { Some(STRUCTURAL_ZERO) }));
-    let mut keep: Vec<usize> = (0..=n).collect();
-    keep.extend((0..n).map(|i| 2 + total + i));
-    fg.specialize(&fixed, &keep)
+    // (x, caps) ↦ (y, ∇ with respect to x and caps).
+    let g = gradient_program(p, total)?;
+    // ∂⃗g: inputs [x, caps, ẋ, ċaps], outputs [g's blocks, their tangents].
+    let fg = crate::functor::forward(&g);
+    let tangent_of = |j: usize| g.output_blocks().len() + j;
+    let mut seeds = vec![Seed::Free; total];
+    seeds.extend(point_tangents(n, total));
+    let mut keep: Vec<usize> = block_head(&fg, VALUE, 1)?.collect();
+    keep.extend(block_head(&fg, GRADIENT, n)?);
+    keep.extend(block_head(&fg, tangent_of(GRADIENT), n)?);
+    fg.specialize_seeds(&seeds, &keep)
 }
 
 /// Gradient `∇f(x)` of a scalar function.
@@ -212,17 +269,12 @@ where
     check_len("jvp: direction", x.len(), v.len())?;
     let (p, mut inputs) = trace_at(f, x)?;
     let (total, m) = (p.n_inputs(), p.n_outputs());
-    // ∂⃗p: inputs [x, caps, ẋ, ċaps], outputs [y, ẏ]; captured tangents 0.
-    let mut fixed = vec![None; total];
-    fixed.extend((0..total).map(|i| {
-        if i < x.len() {
-            None
-        } else {
-            Some(STRUCTURAL_ZERO)
-        }
-    }));
+    // ∂⃗p: inputs [x, caps, ẋ, ċaps], outputs [y, ẏ]; captured values are
+    // held fixed.
+    let mut seeds = vec![Seed::Free; total];
+    seeds.extend(point_tangents(x.len(), total));
     let keep: Vec<usize> = (0..2 * m).collect();
-    let prog = crate::functor::forward(&p).specialize(&fixed, &keep)?;
+    let prog = crate::functor::forward(&p).specialize_seeds(&seeds, &keep)?;
     inputs.extend_from_slice(v);
     let mut out = prog.eval(&inputs)?;
     let jv = out.split_off(m);
@@ -482,13 +534,12 @@ where
     ///
     /// Errors of re-tracing where a guard fails.
     pub fn eval(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
-        match self.program.eval_with(&mut self.ws, &[x], &mut self.out) {
-            Err(Error::GuardFailed { .. }) => {
-                self.program = Self::build(&self.f, x)?;
-                self.program.eval_with(&mut self.ws, &[x], &mut self.out)?;
-            }
-            other => other?,
-        }
+        let (f, ws, out) = (&self.f, &mut self.ws, &mut self.out);
+        run_or_retrace(
+            &mut self.program,
+            || Self::build(f, x),
+            |p| p.eval_with(ws, &[x], out),
+        )?;
         Ok(self.out.clone())
     }
 }
@@ -569,13 +620,12 @@ impl<F: Fn(&[Tracer]) -> Tracer> Gradient<F> {
     pub fn eval(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
         check_len("Gradient: x", self.n, x.len())?;
         check_len("Gradient: grad", self.n, grad.len())?;
-        match self.program.eval_with(&mut self.ws, x, &mut self.out) {
-            Err(Error::GuardFailed { .. }) => {
-                self.program = Self::build(&self.f, x)?;
-                self.program.eval_with(&mut self.ws, x, &mut self.out)?;
-            }
-            other => other?,
-        }
+        let (f, ws, out) = (&self.f, &mut self.ws, &mut self.out);
+        run_or_retrace(
+            &mut self.program,
+            || Self::build(f, x),
+            |p| p.eval_with(ws, x, out),
+        )?;
         grad.copy_from_slice(&self.out[1..]);
         Ok(self.out[0])
     }
@@ -613,23 +663,74 @@ impl<F: Fn(&[Tracer]) -> Tracer> Gradient<F> {
 pub struct Hvp<F> {
     f: F,
     n: usize,
-    left: Stage,
-    right: Stage,
+    split: HvpSplit,
     ws_left: Workspace<f64>,
     ws_right: Workspace<f64>,
-    left_out: Vec<f64>,
-    right_in: Vec<f64>,
     right_out: Vec<f64>,
     linearized: bool,
+}
+
+/// The two stages of a Hessian-vector program and their buffers, rebuilt
+/// together where a guard fails.
+struct HvpSplit {
+    /// `x ↦ ([f, ∇f], m)`.
+    left: Stage,
+    /// `(m, v) ↦ H v`.
+    right: Stage,
+    /// The left's outputs: its own (`f`, then `∇f`), then the residual.
+    left_out: Vec<f64>,
+    /// The right's inputs: the residual, then `v`.
+    right_in: Vec<f64>,
+}
+
+impl HvpSplit {
+    fn build<F: Fn(&[Tracer]) -> Tracer>(f: &F, x: &[f64]) -> Result<Self> {
+        let (p, _) = trace_at(|t| vec![f(t)], x)?;
+        let n = x.len();
+        // Inputs [x] [v]; outputs [f, ∇f] [H v]: x is known at the first
+        // stage, v at the second.
+        let mut h = hvp_program(&p, n)?;
+        h.input_blocks = vec![n, n];
+        h.output_blocks = vec![1 + n, n];
+        let mut st = split_stages(&h, &[0, 1], &[0, 1], 2)?.into_iter();
+        let (Some(mut left), Some(mut right)) = (st.next(), st.next()) else {
+            return Err(Error::Layout("Hvp: expected two stages".into()));
+        };
+        left.program = left.program.schedule();
+        right.program = right.program.schedule();
+        Ok(HvpSplit {
+            left_out: vec![0.0; left.program.n_outputs()],
+            right_in: vec![0.0; right.program.n_inputs()],
+            left,
+            right,
+        })
+    }
+
+    /// `f(x)` after the left has run.
+    fn value(&self) -> f64 {
+        self.left_out[0]
+    }
+
+    /// `∇f(x)` after the left has run.
+    fn gradient(&self) -> &[f64] {
+        &self.left_out[1..self.left.own_outputs]
+    }
+
+    /// Hands the residual `m` from the left's outputs to the right's
+    /// inputs.
+    fn pass_residual(&mut self) {
+        let m = &self.left_out[self.left.own_outputs..];
+        self.right_in[..m.len()].copy_from_slice(m);
+    }
 }
 
 impl<F> std::fmt::Debug for Hvp<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hvp")
             .field("n", &self.n)
-            .field("left_len", &self.left.program.len())
-            .field("right_len", &self.right.program.len())
-            .field("residual", &self.left.residual_out)
+            .field("left_len", &self.split.left.program.len())
+            .field("right_len", &self.split.right.program.len())
+            .field("residual", &self.split.left.residual_out)
             .finish()
     }
 }
@@ -642,48 +743,28 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
     /// [`Error::EmptyInput`] for an empty `x0`; as [`gradient`] otherwise.
     pub fn new(f: F, x0: &[f64]) -> Result<Self> {
         check_nonempty("Hvp", x0.len())?;
-        let (left, right) = Self::build(&f, x0)?;
+        let split = HvpSplit::build(&f, x0)?;
         let n = x0.len();
         Ok(Hvp {
             f,
             n,
-            left_out: vec![0.0; left.program.n_outputs()],
-            right_in: vec![0.0; right.program.n_inputs()],
+            split,
             right_out: vec![0.0; n],
-            left,
-            right,
             ws_left: Workspace::new(),
             ws_right: Workspace::new(),
             linearized: false,
         })
     }
 
-    fn build(f: &F, x: &[f64]) -> Result<(Stage, Stage)> {
-        let (p, _) = trace_at(|t| vec![f(t)], x)?;
-        let n = x.len();
-        let mut h = hvp_program(&p, n)?;
-        h.input_blocks = vec![n, n];
-        h.output_blocks = vec![1 + n, n];
-        let mut st = split_stages(&h, &[0, 1], &[0, 1], 2)?.into_iter();
-        match (st.next(), st.next()) {
-            (Some(mut l), Some(mut r)) => {
-                l.program = l.program.schedule();
-                r.program = r.program.schedule();
-                Ok((l, r))
-            }
-            _ => Err(Error::Layout("Hvp: expected two stages".into())),
-        }
-    }
-
     /// Length of the residual kept between [`Hvp::linearize`] and
     /// [`Hvp::apply`].
     pub fn residual_len(&self) -> usize {
-        self.left.residual_out
+        self.split.left.residual_out
     }
 
     /// The left program `x ↦ (f, ∇f, m)` and right program `(m, v) ↦ Hv`.
     pub fn programs(&self) -> (&Program, &Program) {
-        (&self.left.program, &self.right.program)
+        (&self.split.left.program, &self.split.right.program)
     }
 
     /// Moves the linearisation point to `x`; returns `f(x)`.
@@ -696,27 +777,15 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
         check_len("Hvp: x", self.n, x.len())?;
         // Until this succeeds there is no valid point: `apply` refuses.
         self.linearized = false;
-        match self
-            .left
-            .program
-            .eval_with(&mut self.ws_left, x, &mut self.left_out)
-        {
-            Err(Error::GuardFailed { .. }) => {
-                let (l, r) = Self::build(&self.f, x)?;
-                self.left_out = vec![0.0; l.program.n_outputs()];
-                self.right_in = vec![0.0; r.program.n_inputs()];
-                self.left = l;
-                self.right = r;
-                self.left
-                    .program
-                    .eval_with(&mut self.ws_left, x, &mut self.left_out)?;
-            }
-            other => other?,
-        }
-        let res = &self.left_out[1 + self.n..];
-        self.right_in[..res.len()].copy_from_slice(res);
+        let (f, ws) = (&self.f, &mut self.ws_left);
+        run_or_retrace(
+            &mut self.split,
+            || HvpSplit::build(f, x),
+            |s| s.left.program.eval_with(ws, x, &mut s.left_out),
+        )?;
+        self.split.pass_residual();
         self.linearized = true;
-        Ok(self.left_out[0])
+        Ok(self.split.value())
     }
 
     /// As [`Hvp::linearize`], also writing `∇f(x)` into `grad`.
@@ -727,7 +796,7 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
     pub fn linearize_with_gradient(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
         check_len("Hvp: grad", self.n, grad.len())?;
         let y = self.linearize(x)?;
-        grad.copy_from_slice(&self.left_out[1..=self.n]);
+        grad.copy_from_slice(self.split.gradient());
         Ok(y)
     }
 
@@ -745,11 +814,12 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
         if !self.linearized {
             return Err(Error::Layout("Hvp::apply before Hvp::linearize".into()));
         }
-        let r = self.left.residual_out;
-        self.right_in[r..].copy_from_slice(v);
-        self.right
+        let s = &mut self.split;
+        let r = s.left.residual_out;
+        s.right_in[r..].copy_from_slice(v);
+        s.right
             .program
-            .eval_with(&mut self.ws_right, &self.right_in, &mut self.right_out)?;
+            .eval_with(&mut self.ws_right, &s.right_in, &mut self.right_out)?;
         out.copy_from_slice(&self.right_out);
         Ok(())
     }
@@ -792,17 +862,18 @@ impl<F> crate::optic::Optic for Hvp<F> {
 
     fn left(&self, a: Vec<f64>) -> Result<(Vec<f64>, (f64, Vec<f64>))> {
         check_len("Hvp: x", self.n, a.len())?;
-        let mut out = self.left.program.eval(&a)?;
-        let m = out.split_off(1 + self.n);
+        let left = &self.split.left;
+        let mut out = left.program.eval(&a)?;
+        let m = out.split_off(left.own_outputs);
         let g = out.split_off(1);
         Ok((m, (out[0], g)))
     }
 
     fn right(&self, m: Vec<f64>, v: Vec<f64>) -> Result<Vec<f64>> {
-        check_len("Hvp: residual", self.left.residual_out, m.len())?;
+        check_len("Hvp: residual", self.split.left.residual_out, m.len())?;
         check_len("Hvp: v", self.n, v.len())?;
         let mut inp = m;
         inp.extend_from_slice(&v);
-        self.right.program.eval(&inp)
+        self.split.right.program.eval(&inp)
     }
 }

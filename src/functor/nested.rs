@@ -8,9 +8,8 @@ use typenum::{Add1, IsLess, Shleft, Sub1, True, Unsigned, B1, U0, U1};
 
 use super::reverse::reverse_joint;
 use crate::error::{Error, Result};
-use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::Program;
-use crate::program::{split_stages, Stage};
+use crate::program::{split_stages, Seed, Stage};
 
 /// The order-`order` bundle program `P_order(x; d₁ … d_K) → (y, r₁ … r_K)`
 /// with `K = 2^order − 1`, built by applying ∂⃖ `order` times.
@@ -77,15 +76,18 @@ pub(crate) fn derivative_program(p: &Program, k: usize) -> Result<Program> {
     }
     let pk = nest(p, k)?;
     let closures = (1usize << k) - 1;
-    let mut fixed = vec![None];
+    // Inputs [x, d₁ … d_K]: the seeds d_{2^j} are 1, the others structural
+    // zeros.
+    let mut fixed = vec![Seed::Free];
     fixed.extend((1..=closures).map(|i| {
-        Some(if i.is_power_of_two() {
-            1.0
+        if i.is_power_of_two() {
+            Seed::Value(1.0)
         } else {
-            STRUCTURAL_ZERO
-        })
+            Seed::Zero
+        }
     }));
-    pk.specialize(&fixed, &[closures])
+    // Outputs [y, r₁ … r_K]: keep r_K.
+    pk.specialize_seeds(&fixed, &[closures])
 }
 
 /// One program with outputs `[f, f′, …, f⁽ᴺ⁾]`: the derivative programs of

@@ -11,5 +11,6 @@ pub(crate) mod trace;
 
 pub use eval::Workspace;
 pub use ir::{Args, Builder, Guard, Op, Program, Var, MAX_ARITY};
+pub(crate) use passes::Seed;
 pub use staging::{split_stages, Stage};
 pub use trace::{trace, Tracer};

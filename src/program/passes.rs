@@ -99,6 +99,16 @@ impl Program {
     /// assert_eq!(q.eval(&[2.0]).unwrap(), vec![6.0]);
     /// ```
     pub fn specialize(&self, fixed: &[Option<f64>], keep: &[usize]) -> Result<Program> {
+        let seeds: Vec<Seed> = fixed
+            .iter()
+            .map(|f| f.map_or(Seed::Free, Seed::Value))
+            .collect();
+        self.specialize_seeds(&seeds, keep)
+    }
+
+    /// [`Program::specialize`] with each input given as a [`Seed`], so that
+    /// an input can be fixed to a structural zero by name.
+    pub(crate) fn specialize_seeds(&self, fixed: &[Seed], keep: &[usize]) -> Result<Program> {
         if fixed.len() != self.n_inputs {
             return Err(Error::LengthMismatch {
                 what: "specialize: fixed inputs",
@@ -112,7 +122,7 @@ impl Program {
                 self.outputs.len()
             )));
         }
-        if fixed.iter().all(Option::is_none) {
+        if fixed.iter().all(|f| *f == Seed::Free) {
             // Nothing to fold: select the outputs and prune, without
             // rebuilding (the program is already simplified).
             let mut p = self.clone();
@@ -124,9 +134,10 @@ impl Program {
         let mut b = Builder::with_capacity(self.ops.len());
         let inputs: Vec<Var> = fixed
             .iter()
-            .map(|f| match f {
-                Some(c) => b.constant(*c),
-                None => b.input(),
+            .map(|f| match *f {
+                Seed::Value(c) => b.constant(c),
+                Seed::Zero => b.zero(),
+                Seed::Free => b.input(),
             })
             .collect();
         let map = self.inline_into(&mut b, &inputs);
@@ -238,6 +249,13 @@ impl Program {
         Ok(b.finish_blocks(&outs, self.input_blocks.clone(), next.output_blocks.clone()))
     }
 
+    /// The positions of output block `j` among the outputs; `None` if there
+    /// is no such block.
+    pub(crate) fn output_range(&self, j: usize) -> Option<std::ops::Range<usize>> {
+        let start = self.output_blocks.get(..j)?.iter().sum::<usize>();
+        Some(start..start + *self.output_blocks.get(j)?)
+    }
+
     /// The same program with all inputs as one block and all outputs as one
     /// block.
     pub fn flatten_blocks(&self) -> Program {
@@ -319,4 +337,16 @@ impl Program {
         }
         p
     }
+}
+
+/// How [`Program::specialize_seeds`] treats one input.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Seed {
+    /// Stays an input of the specialised program.
+    Free,
+    /// Fixed to this constant.
+    Value(f64),
+    /// Fixed to a structural zero ("no dependence", see [`Builder`]): terms
+    /// it multiplies are removed, even where they would be `∞ · 0`.
+    Zero,
 }
