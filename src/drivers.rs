@@ -22,8 +22,8 @@ use typenum::{Add1, Unsigned, B1};
 use crate::error::{Error, Result};
 use crate::functor::nested::{derivatives_program, nest};
 use crate::program::trace::{trace_captured, Traced, Tracer};
-use crate::program::{split_stages, Stage};
 use crate::program::{Program, Seed, Workspace};
+use crate::program::{Stage, Staged, StagedWorkspace};
 use crate::real::Real;
 
 fn check_nonempty(what: &'static str, n: usize) -> Result<()> {
@@ -664,73 +664,59 @@ pub struct Hvp<F> {
     f: F,
     n: usize,
     split: HvpSplit,
-    ws_left: Workspace<f64>,
-    ws_right: Workspace<f64>,
-    right_out: Vec<f64>,
     linearized: bool,
 }
 
 /// The two stages of a Hessian-vector program and their buffers, rebuilt
 /// together where a guard fails.
 struct HvpSplit {
-    /// `x ↦ ([f, ∇f], m)`.
-    left: Stage,
-    /// `(m, v) ↦ H v`.
-    right: Stage,
-    /// The left's outputs: its own (`f`, then `∇f`), then the residual.
-    left_out: Vec<f64>,
-    /// The right's inputs: the residual, then `v`.
-    right_in: Vec<f64>,
+    /// Stage [`HvpSplit::LEFT`]: `x ↦ ([f, ∇f], m)`; stage
+    /// [`HvpSplit::RIGHT`]: `(m, v) ↦ H v`.
+    staged: Staged,
+    ws: StagedWorkspace,
 }
 
 impl HvpSplit {
+    const LEFT: usize = 0;
+    const RIGHT: usize = 1;
+
     fn build<F: Fn(&[Tracer]) -> Tracer>(f: &F, x: &[f64]) -> Result<Self> {
         let (p, _) = trace_at(|t| vec![f(t)], x)?;
         let n = x.len();
-        // Inputs [x] [v]; outputs [f, ∇f] [H v]: x is known at the first
-        // stage, v at the second.
+        // Inputs [x] [v]; outputs [f, ∇f] [H v]: x is known at the left,
+        // v at the right.
         let mut h = hvp_program(&p, n)?;
         h.input_blocks = vec![n, n];
         h.output_blocks = vec![1 + n, n];
-        let mut st = split_stages(&h, &[0, 1], &[0, 1], 2)?.into_iter();
-        let (Some(mut left), Some(mut right)) = (st.next(), st.next()) else {
-            return Err(Error::Layout("Hvp: expected two stages".into()));
-        };
-        left.program = left.program.schedule();
-        right.program = right.program.schedule();
-        Ok(HvpSplit {
-            left_out: vec![0.0; left.program.n_outputs()],
-            right_in: vec![0.0; right.program.n_inputs()],
-            left,
-            right,
-        })
+        let stages = [Self::LEFT, Self::RIGHT];
+        let staged = Staged::split(&h, &stages, &stages, 2)?.schedule();
+        let ws = staged.workspace();
+        Ok(HvpSplit { staged, ws })
+    }
+
+    fn left(&self) -> &Stage {
+        &self.staged.stages()[Self::LEFT]
     }
 
     /// `f(x)` after the left has run.
     fn value(&self) -> f64 {
-        self.left_out[0]
+        self.staged.own_outputs(&self.ws, Self::LEFT)[0]
     }
 
     /// `∇f(x)` after the left has run.
     fn gradient(&self) -> &[f64] {
-        &self.left_out[1..self.left.own_outputs]
-    }
-
-    /// Hands the residual `m` from the left's outputs to the right's
-    /// inputs.
-    fn pass_residual(&mut self) {
-        let m = &self.left_out[self.left.own_outputs..];
-        self.right_in[..m.len()].copy_from_slice(m);
+        &self.staged.own_outputs(&self.ws, Self::LEFT)[1..]
     }
 }
 
 impl<F> std::fmt::Debug for Hvp<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let st = self.split.staged.stages();
         f.debug_struct("Hvp")
             .field("n", &self.n)
-            .field("left_len", &self.split.left.program.len())
-            .field("right_len", &self.split.right.program.len())
-            .field("residual", &self.split.left.residual_out)
+            .field("left_len", &st[HvpSplit::LEFT].program.len())
+            .field("right_len", &st[HvpSplit::RIGHT].program.len())
+            .field("residual", &st[HvpSplit::LEFT].residual_out)
             .finish()
     }
 }
@@ -744,14 +730,10 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
     pub fn new(f: F, x0: &[f64]) -> Result<Self> {
         check_nonempty("Hvp", x0.len())?;
         let split = HvpSplit::build(&f, x0)?;
-        let n = x0.len();
         Ok(Hvp {
             f,
-            n,
+            n: x0.len(),
             split,
-            right_out: vec![0.0; n],
-            ws_left: Workspace::new(),
-            ws_right: Workspace::new(),
             linearized: false,
         })
     }
@@ -759,12 +741,18 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
     /// Length of the residual kept between [`Hvp::linearize`] and
     /// [`Hvp::apply`].
     pub fn residual_len(&self) -> usize {
-        self.split.left.residual_out
+        self.split.left().residual_out
     }
 
     /// The left program `x ↦ (f, ∇f, m)` and right program `(m, v) ↦ Hv`.
     pub fn programs(&self) -> (&Program, &Program) {
-        (&self.split.left.program, &self.split.right.program)
+        let st = self.split.staged.stages();
+        (&st[HvpSplit::LEFT].program, &st[HvpSplit::RIGHT].program)
+    }
+
+    /// Both stages as one [`Staged`] program.
+    pub fn staged(&self) -> &Staged {
+        &self.split.staged
     }
 
     /// Moves the linearisation point to `x`; returns `f(x)`.
@@ -777,13 +765,12 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
         check_len("Hvp: x", self.n, x.len())?;
         // Until this succeeds there is no valid point: `apply` refuses.
         self.linearized = false;
-        let (f, ws) = (&self.f, &mut self.ws_left);
+        let f = &self.f;
         run_or_retrace(
             &mut self.split,
             || HvpSplit::build(f, x),
-            |s| s.left.program.eval_with(ws, x, &mut s.left_out),
+            |s| s.staged.run_with(HvpSplit::LEFT, &mut s.ws, x),
         )?;
-        self.split.pass_residual();
         self.linearized = true;
         Ok(self.split.value())
     }
@@ -815,12 +802,8 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
             return Err(Error::Layout("Hvp::apply before Hvp::linearize".into()));
         }
         let s = &mut self.split;
-        let r = s.left.residual_out;
-        s.right_in[r..].copy_from_slice(v);
-        s.right
-            .program
-            .eval_with(&mut self.ws_right, &s.right_in, &mut self.right_out)?;
-        out.copy_from_slice(&self.right_out);
+        s.staged.run_with(HvpSplit::RIGHT, &mut s.ws, v)?;
+        out.copy_from_slice(s.staged.own_outputs(&s.ws, HvpSplit::RIGHT));
         Ok(())
     }
 }
@@ -862,18 +845,15 @@ impl<F> crate::optic::Optic for Hvp<F> {
 
     fn left(&self, a: Vec<f64>) -> Result<(Vec<f64>, (f64, Vec<f64>))> {
         check_len("Hvp: x", self.n, a.len())?;
-        let left = &self.split.left;
-        let mut out = left.program.eval(&a)?;
-        let m = out.split_off(left.own_outputs);
-        let g = out.split_off(1);
-        Ok((m, (out[0], g)))
+        let (mut y_grad, m) = self.split.staged.run(HvpSplit::LEFT, &[], &a)?;
+        let g = y_grad.split_off(1);
+        Ok((m, (y_grad[0], g)))
     }
 
     fn right(&self, m: Vec<f64>, v: Vec<f64>) -> Result<Vec<f64>> {
-        check_len("Hvp: residual", self.split.left.residual_out, m.len())?;
+        check_len("Hvp: residual", self.split.left().residual_out, m.len())?;
         check_len("Hvp: v", self.n, v.len())?;
-        let mut inp = m;
-        inp.extend_from_slice(&v);
-        self.split.right.program.eval(&inp)
+        let (hv, _) = self.split.staged.run(HvpSplit::RIGHT, &m, &v)?;
+        Ok(hv)
     }
 }

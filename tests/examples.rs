@@ -45,6 +45,25 @@ fn rrule_softplus_matches_closed_forms_to_third_order() {
     }
 }
 
+#[test]
+fn rrule_two_argument_logsumexp_matches_closed_forms_to_third_order() {
+    let mut pts = Vec::new();
+    for i in -8..=8 {
+        for j in -8..=8 {
+            pts.push((f64::from(i) * 0.9, f64::from(j) * 1.3));
+        }
+    }
+    pts.extend([(1000.0, 999.0), (-800.0, -790.0), (700.0, -700.0)]);
+    for dir in [(1.0, -0.5), (0.3, 2.0), (1.0, 1.0)] {
+        for r in rrule::run_lse(&pts, dir).unwrap() {
+            for k in 0..4 {
+                assert_relative_eq!(r.got[k], r.want[k], epsilon = 1e-13, max_relative = 1e-12);
+            }
+            assert_eq!(r.dir, dir);
+        }
+    }
+}
+
 /// The stable form matters: a rule that writes σ = ½(1 + tanh(x/2)) would
 /// return 0 for softplus′(−40) ≈ 4.2e-18.
 #[test]

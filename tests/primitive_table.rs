@@ -178,3 +178,24 @@ fn one_instruction_programs_round_trip() {
         }
     }
 }
+
+/// The book's "Adding a primitive" shows a primitive's definition
+/// verbatim; it must still be the source.
+#[test]
+fn book_excerpt_is_the_source() {
+    let book = include_str!("../book/src/rules.md");
+    let source = include_str!("../src/rules/power.rs");
+    let start =
+        book.find("   ```rust,ignore\n").expect("the excerpt block") + "   ```rust,ignore\n".len();
+    let len = book[start..].find("   ```\n").expect("end of the excerpt");
+    let excerpt: String = book[start..start + len]
+        .lines()
+        .map(|l| l.strip_prefix("   ").unwrap_or(l))
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(excerpt.contains("impl Primitive for Cbrt"));
+    assert!(
+        source.contains(&excerpt),
+        "the book's excerpt is no longer in src/rules/power.rs:\n{excerpt}"
+    );
+}

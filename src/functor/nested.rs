@@ -9,7 +9,7 @@ use typenum::{Add1, IsLess, Shleft, Sub1, True, Unsigned, B1, U0, U1};
 use super::reverse::reverse_joint;
 use crate::error::{Error, Result};
 use crate::program::Program;
-use crate::program::{split_stages, Seed, Stage};
+use crate::program::{Seed, Stage, Staged};
 
 /// The order-`order` bundle program `P_order(x; d₁ … d_K) → (y, r₁ … r_K)`
 /// with `K = 2^order − 1`, built by applying ∂⃖ `order` times.
@@ -155,7 +155,7 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 /// ```
 #[derive(Clone, Debug)]
 pub struct Nested<N> {
-    stages: Vec<Stage>,
+    staged: Staged,
     _order: PhantomData<N>,
 }
 
@@ -171,9 +171,9 @@ impl<N: Unsigned> Nested<N> {
         let pn = nest(p, order)?;
         let k = (1usize << order) - 1;
         let stage_ids: Vec<usize> = (0..=k).collect();
-        let stages = split_stages(&pn, &stage_ids, &stage_ids, k + 1)?;
+        let staged = Staged::split(&pn, &stage_ids, &stage_ids, k + 1)?;
         Ok(Nested {
-            stages,
+            staged,
             _order: PhantomData,
         })
     }
@@ -185,7 +185,13 @@ impl<N: Unsigned> Nested<N> {
 
     /// The stages: index 0 is the primal, index `k` is closure `k`.
     pub fn stages(&self) -> &[Stage] {
-        &self.stages
+        self.staged.stages()
+    }
+
+    /// The bundle as one [`Staged`] program (stage 0 the primal, stage `k`
+    /// closure `k`), to run in a reusable [`crate::StagedWorkspace`].
+    pub fn staged(&self) -> &Staged {
+        &self.staged
     }
 
     /// Runs the primal stage at `x`, returning `y` and the first level.
@@ -195,7 +201,7 @@ impl<N: Unsigned> Nested<N> {
     /// [`Error::LengthMismatch`] for a wrong `x` length;
     /// [`Error::GuardFailed`] where a traced branch no longer holds.
     pub fn primal(&self, x: &[f64]) -> Result<(Vec<f64>, Level<'_, N, U0>)> {
-        let (y, residual) = run_stage(&self.stages[0], Vec::new(), x)?;
+        let (y, residual) = self.staged.run(0, &[], x)?;
         Ok((
             y,
             Level {
@@ -205,21 +211,6 @@ impl<N: Unsigned> Nested<N> {
             },
         ))
     }
-}
-
-fn run_stage(stage: &Stage, residual: Vec<f64>, own: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
-    if own.len() != stage.own_inputs {
-        return Err(Error::LengthMismatch {
-            what: "closure input",
-            expected: stage.own_inputs,
-            got: own.len(),
-        });
-    }
-    let mut inp = residual;
-    inp.extend_from_slice(own);
-    let mut out = stage.program.eval(&inp)?;
-    let res = out.split_off(stage.own_outputs);
-    Ok((out, res))
 }
 
 /// The state of an order-`N` bundle after `L` of its closures have been
@@ -253,8 +244,10 @@ where
     /// [`Error::LengthMismatch`] for a wrong `d` length.
     #[allow(clippy::type_complexity)]
     pub fn call(self, d: &[f64]) -> Result<(Vec<f64>, Level<'a, N, Add1<L>>)> {
-        let stage = &self.nested.stages[L::to_usize() + 1];
-        let (r, residual) = run_stage(stage, self.residual, d)?;
+        let (r, residual) = self
+            .nested
+            .staged
+            .run(L::to_usize() + 1, &self.residual, d)?;
         Ok((
             r,
             Level {

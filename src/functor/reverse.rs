@@ -2,7 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::optic::Optic;
-use crate::program::{split_stages, Builder, Op, Program, Var};
+use crate::program::{Builder, Op, Program, Staged, Var};
 use crate::rules;
 
 /// The *joint* program of ∂⃖f: from `P(x) → y` build `J(x, ȳ) → (y, x̄)`
@@ -115,12 +115,9 @@ pub fn reverse_joint(p: &Program) -> Program {
 /// ```
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReverseOptic {
-    left: Program,
-    right: Program,
+    /// Stage 0 is the left, stage 1 the right.
+    staged: Staged,
     joint: Program,
-    n_x: usize,
-    n_y: usize,
-    residual: usize,
 }
 
 /// Applies ∂⃖ to a program. See [`ReverseOptic`].
@@ -147,33 +144,34 @@ pub struct ReverseOptic {
 /// ```
 pub fn reverse(p: &Program) -> Result<ReverseOptic> {
     let flat = p.flatten_blocks();
+    // Inputs [x] [ȳ], outputs [y] [x̄]: x and y belong to the left, ȳ and x̄
+    // to the right.
     let joint = reverse_joint(&flat);
-    let stages = split_stages(&joint, &[0, 1], &[0, 1], 2)?;
-    let mut it = stages.into_iter();
-    let (Some(l), Some(r)) = (it.next(), it.next()) else {
-        return Err(Error::Layout("reverse: expected two stages".into()));
-    };
-    Ok(ReverseOptic {
-        residual: l.residual_out,
-        left: l.program,
-        right: r.program,
-        joint,
-        n_x: p.n_inputs,
-        n_y: p.outputs.len(),
-    })
+    let staged = Staged::split(&joint, &[LEFT, RIGHT], &[LEFT, RIGHT], 2)?;
+    Ok(ReverseOptic { staged, joint })
 }
+
+/// The stages of a [`ReverseOptic`].
+const LEFT: usize = 0;
+const RIGHT: usize = 1;
 
 impl ReverseOptic {
     /// The primal program `x ↦ (y, m)`: the `left` of the optic, as a
     /// program (the [`Optic::left`] method runs it).
     pub fn left_program(&self) -> &Program {
-        &self.left
+        &self.staged.stages()[LEFT].program
     }
 
     /// The pullback program `(m, ȳ) ↦ x̄`: the `right` of the optic, as a
     /// program (the [`Optic::right`] method runs it).
     pub fn right_program(&self) -> &Program {
-        &self.right
+        &self.staged.stages()[RIGHT].program
+    }
+
+    /// Left and right as one [`Staged`] program (stage 0 and stage 1), to
+    /// run in a reusable [`crate::StagedWorkspace`].
+    pub fn staged(&self) -> &Staged {
+        &self.staged
     }
 
     /// The joint program `(x, ȳ) ↦ (y, x̄)`, left and right in one.
@@ -183,7 +181,7 @@ impl ReverseOptic {
 
     /// Length of the residual `m`.
     pub fn residual_len(&self) -> usize {
-        self.residual
+        self.staged.stages()[LEFT].residual_out
     }
 }
 
@@ -202,9 +200,8 @@ impl Optic for ReverseOptic {
     /// [`Error::LengthMismatch`] unless `a.len() == n`;
     /// [`Error::GuardFailed`] if a traced branch no longer holds at `a`.
     fn left(&self, a: Vec<f64>) -> Result<(Vec<f64>, Vec<f64>)> {
-        let mut out = self.left.eval(&a)?;
-        let m = out.split_off(self.n_y);
-        Ok((m, out))
+        let (y, m) = self.staged.run(LEFT, &[], &a)?;
+        Ok((m, y))
     }
 
     /// Runs the pullback program on the residual and `ȳ`; returns `x̄`.
@@ -214,24 +211,7 @@ impl Optic for ReverseOptic {
     /// [`Error::LengthMismatch`] unless `m` is a residual of this optic and
     /// `b.len() == m`-outputs.
     fn right(&self, m: Vec<f64>, b: Vec<f64>) -> Result<Vec<f64>> {
-        if m.len() != self.residual {
-            return Err(Error::LengthMismatch {
-                what: "residual",
-                expected: self.residual,
-                got: m.len(),
-            });
-        }
-        if b.len() != self.n_y {
-            return Err(Error::LengthMismatch {
-                what: "output cotangent",
-                expected: self.n_y,
-                got: b.len(),
-            });
-        }
-        let mut inp = m;
-        inp.extend_from_slice(&b);
-        let out = self.right.eval(&inp)?;
-        debug_assert_eq!(out.len(), self.n_x);
-        Ok(out)
+        let (xbar, _) = self.staged.run(RIGHT, &m, &b)?;
+        Ok(xbar)
     }
 }

@@ -12,5 +12,5 @@ pub(crate) mod trace;
 pub use eval::Workspace;
 pub use ir::{Args, Builder, Guard, Op, Program, Var, MAX_ARITY};
 pub(crate) use passes::Seed;
-pub use staging::{split_stages, Stage};
+pub use staging::{split_stages, Stage, Staged, StagedWorkspace};
 pub use trace::{trace, Tracer};

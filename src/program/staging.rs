@@ -4,7 +4,7 @@
 //! stage boundary are the residuals (K. Fischer, "∂P.jl terminology and
 //! notation guide", §I).
 
-use super::{Builder, Op, Program, Var};
+use super::{Builder, Op, Program, Var, Workspace};
 use crate::error::{Error, Result};
 
 /// One stage of a staged program: a program whose inputs are
@@ -256,4 +256,197 @@ fn local_of(b: &mut Builder, p: &Program, local: &mut [Option<Var>], v: Var) -> 
     let l = b.constant(c);
     local[v.index()] = Some(l);
     l
+}
+
+/// A program cut into causal stages that run in order, each receiving the
+/// residual of the stage before it and handing its own to the next: the
+/// `left` and `right` of an optic as programs (K. Fischer, "∂P.jl
+/// terminology and notation guide", §I), and at higher order the nested
+/// closures of §VII.B.
+///
+/// [`crate::ReverseOptic`] (two stages), [`crate::Nested`] (`2ᴺ` stages)
+/// and [`crate::Hvp`] (two stages) are built on it. [`Staged::run`]
+/// allocates its results; [`Staged::run_with`] runs in a
+/// [`StagedWorkspace`] and, in steady state, does not allocate.
+///
+/// Shapes: stage `k` takes [`Stage::residual_in`] residual values (those
+/// stage `k − 1` handed on, none for stage 0) and [`Stage::own_inputs`]
+/// inputs of its own, and gives [`Stage::own_outputs`] outputs of its own
+/// and [`Stage::residual_out`] residual values.
+///
+/// # Example
+///
+/// ∂⃖ sin as two stages: the left hands on `cos x`.
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::functor::reverse_joint;
+/// use optic_ad::{trace, Real, Staged};
+///
+/// let p = trace(|x| vec![x[0].sin()], &[0.3]).unwrap();
+/// let st = Staged::split(&reverse_joint(&p), &[0, 1], &[0, 1], 2).unwrap();
+/// let mut ws = st.workspace();
+/// st.run_with(0, &mut ws, &[0.3]).unwrap();
+/// assert_relative_eq!(st.own_outputs(&ws, 0)[0], 0.3_f64.sin());
+/// for ybar in [1.0, 2.0] {
+///     st.run_with(1, &mut ws, &[ybar]).unwrap(); // the residual is reused
+///     assert_relative_eq!(st.own_outputs(&ws, 1)[0], ybar * 0.3_f64.cos());
+/// }
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Staged {
+    stages: Vec<Stage>,
+}
+
+/// Reusable buffers for running a [`Staged`] program: for each stage, an
+/// interpreter workspace, its input row `[residual in, own inputs]` and its
+/// output row `[own outputs, residual out]`.
+#[derive(Clone, Debug, Default)]
+pub struct StagedWorkspace {
+    ws: Vec<Workspace<f64>>,
+    inputs: Vec<Vec<f64>>,
+    outputs: Vec<Vec<f64>>,
+}
+
+impl Staged {
+    /// Splits `p` into `n_stages` causal stages; see [`split_stages`].
+    ///
+    /// # Errors
+    ///
+    /// As [`split_stages`].
+    pub fn split(
+        p: &Program,
+        input_stage: &[usize],
+        output_stage: &[usize],
+        n_stages: usize,
+    ) -> Result<Staged> {
+        Ok(Staged {
+            stages: split_stages(p, input_stage, output_stage, n_stages)?,
+        })
+    }
+
+    /// The stages, in order.
+    pub fn stages(&self) -> &[Stage] {
+        &self.stages
+    }
+
+    /// The same stages, each ordered for the interpreter
+    /// ([`Program::schedule`]).
+    pub fn schedule(self) -> Staged {
+        Staged {
+            stages: self
+                .stages
+                .into_iter()
+                .map(|s| Stage {
+                    program: s.program.schedule(),
+                    ..s
+                })
+                .collect(),
+        }
+    }
+
+    fn stage(&self, k: usize) -> Result<&Stage> {
+        self.stages.get(k).ok_or(Error::LengthMismatch {
+            what: "stage index",
+            expected: self.stages.len(),
+            got: k,
+        })
+    }
+
+    /// Runs stage `k` on the residual handed on by stage `k − 1` and its
+    /// own inputs `own`; returns its own outputs and the residual it hands
+    /// on.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] for a stage that does not exist or
+    /// inputs of the wrong lengths; [`Error::GuardFailed`] where a traced
+    /// branch no longer holds.
+    pub fn run(&self, k: usize, residual: &[f64], own: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+        let stage = self.stage(k)?;
+        check("stage residual", stage.residual_in, residual.len())?;
+        check("stage input", stage.own_inputs, own.len())?;
+        let mut inp = Vec::with_capacity(residual.len() + own.len());
+        inp.extend_from_slice(residual);
+        inp.extend_from_slice(own);
+        let mut out = stage.program.eval(&inp)?;
+        let res = out.split_off(stage.own_outputs);
+        Ok((out, res))
+    }
+
+    /// Buffers sized for this program.
+    pub fn workspace(&self) -> StagedWorkspace {
+        StagedWorkspace {
+            ws: self.stages.iter().map(|_| Workspace::new()).collect(),
+            inputs: self
+                .stages
+                .iter()
+                .map(|s| vec![0.0; s.program.n_inputs()])
+                .collect(),
+            outputs: self
+                .stages
+                .iter()
+                .map(|s| vec![0.0; s.program.n_outputs()])
+                .collect(),
+        }
+    }
+
+    /// Runs stage `k` in `ws` on its own inputs `own` and the residual the
+    /// last run of stage `k − 1` handed on; its outputs are then read with
+    /// [`Staged::own_outputs`], and its residual is handed to stage
+    /// `k + 1` (copied once, so later stages can run many times on it).
+    ///
+    /// # Errors
+    ///
+    /// As [`Staged::run`]; [`Error::LengthMismatch`] for a workspace of
+    /// another program.
+    pub fn run_with(&self, k: usize, ws: &mut StagedWorkspace, own: &[f64]) -> Result<()> {
+        let stage = self.stage(k)?;
+        check("stage input", stage.own_inputs, own.len())?;
+        check("staged workspace", self.stages.len(), ws.ws.len())?;
+        let (inputs, outputs) = (&mut ws.inputs[k], &mut ws.outputs[k]);
+        check("staged workspace", stage.program.n_inputs(), inputs.len())?;
+        check("staged workspace", stage.program.n_outputs(), outputs.len())?;
+        inputs[stage.residual_in..].copy_from_slice(own);
+        stage.program.eval_with(&mut ws.ws[k], inputs, outputs)?;
+        if let Some(next) = self.stages.get(k + 1) {
+            let res = &ws.outputs[k][stage.own_outputs..];
+            let dst = &mut ws.inputs[k + 1];
+            if res.len() == next.residual_in && dst.len() >= res.len() {
+                dst[..res.len()].copy_from_slice(res);
+            }
+        }
+        Ok(())
+    }
+
+    /// The own outputs of the last [`Staged::run_with`] of stage `k` (empty
+    /// for a stage that does not exist or a workspace of another program).
+    pub fn own_outputs<'w>(&self, ws: &'w StagedWorkspace, k: usize) -> &'w [f64] {
+        match (self.stages.get(k), ws.outputs.get(k)) {
+            (Some(s), Some(o)) if o.len() >= s.own_outputs => &o[..s.own_outputs],
+            _ => &[],
+        }
+    }
+
+    /// The residual the last [`Staged::run_with`] of stage `k` handed on
+    /// (empty for a stage that does not exist or a workspace of another
+    /// program).
+    pub fn residual<'w>(&self, ws: &'w StagedWorkspace, k: usize) -> &'w [f64] {
+        match (self.stages.get(k), ws.outputs.get(k)) {
+            (Some(s), Some(o)) if o.len() >= s.own_outputs => &o[s.own_outputs..],
+            _ => &[],
+        }
+    }
+}
+
+fn check(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
 }

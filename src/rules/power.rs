@@ -136,6 +136,8 @@ impl Primitive for Cbrt {
         [Some(b.div(ct, d)), None, None]
     }
     fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
+        // num-dual's own, except at 0, where its parts are NaN and this
+        // rule's are +∞.
         (x[0].re() != 0.0).then(|| x[0].cbrt())
     }
 }
