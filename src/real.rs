@@ -3,17 +3,14 @@
 use std::fmt::Debug;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
-use num_dual::{Dual2_64, Dual3_64, Dual64, HyperDual64};
-
-use crate::functor::dual;
 use crate::program::trace::Tracer;
-use crate::rules::{Arith, CustomRule, ExpLog, Hyperbolic, NonSmooth, Power, Prim, Special, Trig};
+use crate::rules::{CustomRule, Prim};
 
 pub(crate) mod private {
     use crate::rules::{CustomRule, Prim};
 
     /// Crate-internal hooks; the trait is sealed through it.
-    pub trait Internal: Sized {
+    pub trait Internal: Sized + Copy {
         /// The primal (real) part, for tracing at this point.
         fn primal(&self) -> f64;
         /// Converts a captured tracer of an enclosing trace, if this type
@@ -21,6 +18,20 @@ pub(crate) mod private {
         fn from_tracer(t: crate::program::trace::Tracer) -> Option<Self>;
         /// Applies a built-in primitive (`x.len() == prim.arity()`).
         fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self;
+        /// Applies a built-in primitive to the operands `args` read from
+        /// `vals` (the interpreter's form; f64 overrides it with the table's
+        /// direct path).
+        #[inline(always)]
+        fn apply_prim_at(
+            prim: Prim,
+            param: i32,
+            args: &crate::program::Args,
+            vals: &[Self],
+        ) -> Self {
+            let [a, b, c] = args.padded();
+            let x = [vals[a.index()], vals[b.index()], vals[c.index()]];
+            Self::apply_prim(prim, param, &x[..args.len().min(x.len())])
+        }
         /// Applies a user rule (`x.len() == rule.arity()`; NaN otherwise).
         fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self;
     }
@@ -28,18 +39,18 @@ pub(crate) mod private {
 
 /// Declares `Real` methods, each a one-line call of its primitive.
 macro_rules! elementary {
-    ($($(#[$m:meta])* $name:ident => $fam:ident :: $p:ident;)*) => {$(
+    ($($(#[$m:meta])* $name:ident => $p:ident;)*) => {$(
         $(#[$m])*
         #[inline]
         fn $name(self) -> Self {
-            Self::apply_prim(Prim::$fam($fam::$p), 0, &[self])
+            Self::apply_prim(Prim::$p, 0, &[self])
         }
     )*};
-    ($($(#[$m:meta])* $name:ident($o:ident) => $fam:ident :: $p:ident;)*) => {$(
+    ($($(#[$m:meta])* $name:ident($o:ident) => $p:ident;)*) => {$(
         $(#[$m])*
         #[inline]
         fn $name(self, $o: Self) -> Self {
-            Self::apply_prim(Prim::$fam($fam::$p), 0, &[self, $o])
+            Self::apply_prim(Prim::$p, 0, &[self, $o])
         }
     )*};
 }
@@ -58,8 +69,12 @@ macro_rules! elementary {
 /// Comparisons (`<`, `==`, also against `f64`) compare primal values; on a
 /// [`Tracer`] they are recorded as guards of the program.
 ///
-/// The trait is sealed: it is implemented for `f64`, [`Dual64`],
-/// [`Dual2_64`], [`Dual3_64`], [`HyperDual64`] and [`Tracer`].
+/// The trait is sealed: it is implemented for `f64`, [`Dual64`](num_dual::Dual64),
+/// [`Dual2_64`](num_dual::Dual2_64), [`Dual3_64`](num_dual::Dual3_64),
+/// [`HyperDual64`](num_dual::HyperDual64) and [`Tracer`]. On the num-dual
+/// types, a primitive uses num-dual's own function where it has one with
+/// std's edge semantics; otherwise its derivative parts come from the
+/// primitive's rule (∂⃗ applied to its one-instruction program).
 ///
 /// # Example
 ///
@@ -117,86 +132,86 @@ pub trait Real:
 
     elementary! {
         /// Sine (radians).
-        sin => Trig::Sin;
+        sin => Sin;
         /// Cosine (radians).
-        cos => Trig::Cos;
+        cos => Cos;
         /// Tangent (radians).
-        tan => Trig::Tan;
+        tan => Tan;
         /// Arcsine, in `[−π/2, π/2]`; NaN outside `[−1, 1]`. Its derivative
         /// is `+∞` at `±1`.
-        asin => Trig::Asin;
+        asin => Asin;
         /// Arccosine, in `[0, π]`; NaN outside `[−1, 1]`. Its derivative is
         /// `−∞` at `±1`.
-        acos => Trig::Acos;
+        acos => Acos;
         /// Arctangent, in `(−π/2, π/2)`.
-        atan => Trig::Atan;
+        atan => Atan;
         /// Hyperbolic sine.
-        sinh => Hyperbolic::Sinh;
+        sinh => Sinh;
         /// Hyperbolic cosine.
-        cosh => Hyperbolic::Cosh;
+        cosh => Cosh;
         /// Hyperbolic tangent.
-        tanh => Hyperbolic::Tanh;
+        tanh => Tanh;
         /// Inverse hyperbolic sine.
-        asinh => Hyperbolic::Asinh;
+        asinh => Asinh;
         /// Inverse hyperbolic cosine; NaN below 1.
-        acosh => Hyperbolic::Acosh;
+        acosh => Acosh;
         /// Inverse hyperbolic tangent; NaN outside `[−1, 1]`.
-        atanh => Hyperbolic::Atanh;
+        atanh => Atanh;
         /// `eˣ`.
-        exp => ExpLog::Exp;
+        exp => Exp;
         /// `2ˣ`.
-        exp2 => ExpLog::Exp2;
+        exp2 => Exp2;
         /// `eˣ − 1`, accurate near 0 (also its derivatives).
-        exp_m1 => ExpLog::ExpM1;
+        exp_m1 => ExpM1;
         /// Natural logarithm; NaN for negative arguments, −∞ at 0.
-        ln => ExpLog::Ln;
+        ln => Ln;
         /// Base-2 logarithm.
-        log2 => ExpLog::Log2;
+        log2 => Log2;
         /// Base-10 logarithm.
-        log10 => ExpLog::Log10;
+        log10 => Log10;
         /// `ln(1 + x)`, accurate near 0 (also its derivatives).
-        ln_1p => ExpLog::Ln1p;
+        ln_1p => Ln1p;
         /// Square root; NaN for negative arguments. Its derivative is `+∞`
         /// at 0.
-        sqrt => Power::Sqrt;
+        sqrt => Sqrt;
         /// Cube root (defined for negative arguments). Its derivative is
         /// `+∞` at 0.
-        cbrt => Power::Cbrt;
+        cbrt => Cbrt;
         /// `|x|`. Derivative 1 at 0 (JAX's convention).
-        abs => NonSmooth::Abs;
+        abs => Abs;
         /// `1` for positive, `−1` for negative values (std: `+0 → 1`,
         /// `−0 → −1`, NaN for NaN); derivative 0.
-        signum => NonSmooth::Signum;
+        signum => Signum;
         /// `⌊x⌋`; derivative 0.
-        floor => NonSmooth::Floor;
+        floor => Floor;
         /// `⌈x⌉`; derivative 0.
-        ceil => NonSmooth::Ceil;
+        ceil => Ceil;
         /// The error function.
-        erf => Special::Erf;
+        erf => Erf;
         /// The complementary error function `1 − erf x`, accurate for large
         /// `x`.
-        erfc => Special::Erfc;
+        erfc => Erfc;
         /// `ln |Γ(x)|` (`+∞` at the poles 0, −1, −2, …).
-        ln_gamma => Special::LnGamma;
+        ln_gamma => LnGamma;
         /// The digamma function `ψ(x) = Γ′(x)/Γ(x)`.
-        digamma => Special::Digamma;
+        digamma => Digamma;
     }
 
     elementary! {
         /// `atan2(self, x)`: the angle of the point `(x, self)`, in
         /// `[−π, π]`, in all four quadrants and with std's signed zeros.
-        atan2(x) => Trig::Atan2;
+        atan2(x) => Atan2;
         /// `selfⁿ` with a differentiable exponent `n` (std's `powf` at 0
         /// and for negative bases, where only integer `n` give numbers).
-        powf(n) => Power::Powf;
+        powf(n) => Powf;
         /// `√(self² + y²)` without overflow or underflow.
-        hypot(y) => Power::Hypot;
+        hypot(y) => Hypot;
         /// The larger value; a NaN argument is ignored (std). At a tie each
         /// argument gets half the derivative (JAX's convention).
-        max(other) => NonSmooth::Max;
+        max(other) => Max;
         /// The smaller value; a NaN argument is ignored (std). At a tie each
         /// argument gets half the derivative (JAX's convention).
-        min(other) => NonSmooth::Min;
+        min(other) => Min;
     }
 
     /// `self` limited to `[lo, hi]`; NaN if `lo > hi` or a bound is NaN
@@ -204,19 +219,19 @@ pub trait Real:
     /// strictly inside, to `lo` below, to `hi` above, none at a bound.
     #[inline]
     fn clamp(self, lo: Self, hi: Self) -> Self {
-        Self::apply_prim(Prim::NonSmooth(NonSmooth::Clamp), 0, &[self, lo, hi])
+        Self::apply_prim(Prim::Clamp, 0, &[self, lo, hi])
     }
 
     /// `self · a + b` with one rounding (std's `mul_add`).
     #[inline]
     fn mul_add(self, a: Self, b: Self) -> Self {
-        Self::apply_prim(Prim::Arith(Arith::MulAdd), 0, &[self, a, b])
+        Self::apply_prim(Prim::MulAdd, 0, &[self, a, b])
     }
 
     /// `selfⁿ` for a fixed integer `n`.
     #[inline]
     fn powi(self, n: i32) -> Self {
-        Self::apply_prim(Prim::Power(Power::Powi), n, &[self])
+        Self::apply_prim(Prim::Powi, n, &[self])
     }
 
     /// The polygamma function `ψ⁽ⁿ⁾(self)`; `n = 0` is the digamma
@@ -224,7 +239,7 @@ pub trait Real:
     #[inline]
     fn polygamma(self, n: u32) -> Self {
         match i32::try_from(n) {
-            Ok(n) => Self::apply_prim(Prim::Special(Special::Polygamma), n, &[self]),
+            Ok(n) => Self::apply_prim(Prim::Polygamma, n, &[self]),
             Err(_) => Self::cst(f64::NAN),
         }
     }
@@ -251,7 +266,7 @@ pub trait Real:
     /// branch-free form of `if c > 0 { a } else { b }`.
     #[inline]
     fn select(c: Self, a: Self, b: Self) -> Self {
-        Self::apply_prim(Prim::NonSmooth(NonSmooth::Select), 0, &[c, a, b])
+        Self::apply_prim(Prim::Select, 0, &[c, a, b])
     }
 
     /// Applies a user-defined primitive of one argument ([`CustomRule`]);
@@ -287,6 +302,10 @@ impl private::Internal for f64 {
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
         prim.value(x, param)
     }
+    #[inline(always)]
+    fn apply_prim_at(prim: Prim, param: i32, args: &crate::program::Args, vals: &[Self]) -> Self {
+        prim.eval_f64(param, args, vals)
+    }
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
         rule.value(x)
     }
@@ -298,38 +317,3 @@ impl Real for f64 {
         c
     }
 }
-
-/// Implements `Real` for a num-dual type: num-dual's own function where the
-/// primitive names one, otherwise derivative parts from our rule.
-macro_rules! impl_real_dual {
-    ($($t:ty),*) => {$(
-        impl private::Internal for $t {
-            #[inline]
-            fn primal(&self) -> f64 {
-                self.re
-            }
-            fn from_tracer(_t: Tracer) -> Option<Self> {
-                None
-            }
-            #[inline]
-            fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
-                match prim.dual(x, param) {
-                    Some(y) => y,
-                    None => dual::chain_prim(prim, param, x),
-                }
-            }
-            fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
-                dual::chain_rule(rule, x)
-            }
-        }
-
-        impl Real for $t {
-            #[inline]
-            fn cst(c: f64) -> Self {
-                <$t>::from(c)
-            }
-        }
-    )*};
-}
-
-impl_real_dual!(Dual64, Dual2_64, Dual3_64, HyperDual64);

@@ -477,7 +477,6 @@ fn reverse_matches_forward_mode_jacobian() {
 /// programs (a check of the test support itself).
 #[test]
 fn generator_covers_all_primitives() {
-    use optic_ad::rules::{Arith, ExpLog, Hyperbolic, NonSmooth, Power, Trig};
     use optic_ad::{Op, Prim};
     use std::cell::RefCell;
     let seen = RefCell::new([0usize; 13]);
@@ -485,19 +484,19 @@ fn generator_covers_all_primitives() {
         let mut s = seen.borrow_mut();
         for op in f.program.ops() {
             let i = match (op.prim(), op) {
-                (Some(Prim::Arith(Arith::Add)), _) => 0,
-                (Some(Prim::Arith(Arith::Sub)), _) => 1,
-                (Some(Prim::Arith(Arith::Mul)), _) => 2,
-                (Some(Prim::Arith(Arith::Div)), _) => 3,
-                (Some(Prim::Arith(Arith::Neg)), _) => 4,
-                (Some(Prim::Trig(Trig::Sin)), _) => 5,
-                (Some(Prim::Trig(Trig::Cos)), _) => 6,
-                (Some(Prim::ExpLog(ExpLog::Exp)), _) => 7,
-                (Some(Prim::ExpLog(ExpLog::Ln)), _) => 8,
-                (Some(Prim::Power(Power::Sqrt)), _) => 9,
-                (Some(Prim::Hyperbolic(Hyperbolic::Tanh)), _) => 10,
-                (Some(Prim::Power(Power::Powi)), Op::Apply { param, .. }) if *param < 0 => 11,
-                (Some(Prim::NonSmooth(NonSmooth::Select)), _) => 12,
+                (Some(Prim::Add), _) => 0,
+                (Some(Prim::Sub), _) => 1,
+                (Some(Prim::Mul), _) => 2,
+                (Some(Prim::Div), _) => 3,
+                (Some(Prim::Neg), _) => 4,
+                (Some(Prim::Sin), _) => 5,
+                (Some(Prim::Cos), _) => 6,
+                (Some(Prim::Exp), _) => 7,
+                (Some(Prim::Ln), _) => 8,
+                (Some(Prim::Sqrt), _) => 9,
+                (Some(Prim::Tanh), _) => 10,
+                (Some(Prim::Powi), Op::Apply { param, .. }) if *param < 0 => 11,
+                (Some(Prim::Select), _) => 12,
                 _ => continue,
             };
             s[i] += 1;

@@ -29,15 +29,14 @@
 use std::collections::HashSet;
 
 use num_dual::Dual3_64;
-use optic_ad::rules::{NonSmooth, Power, Special};
 use optic_ad::{derivative, gradient, jvp, Prim, Real, Tracer};
 use typenum::{U2, U3};
 
 /// The parameters each primitive is checked with.
 fn params(prim: Prim) -> Vec<i32> {
     match prim {
-        Prim::Power(Power::Powi) => vec![0, 1, 3, -2, 7],
-        Prim::Special(Special::Polygamma) => vec![0, 1, 2, 3],
+        Prim::Powi => vec![0, 1, 3, -2, 7],
+        Prim::Polygamma => vec![0, 1, 2, 3],
         _ => vec![0],
     }
 }
@@ -73,10 +72,7 @@ fn close(a: f64, b: f64, rel: f64) -> bool {
 /// The primitives whose derivative is zero everywhere it exists; checked
 /// for that instead of against differences (which see their jumps).
 fn is_flat(prim: Prim) -> bool {
-    matches!(
-        prim,
-        Prim::NonSmooth(NonSmooth::Signum | NonSmooth::Floor | NonSmooth::Ceil)
-    )
+    matches!(prim, Prim::Signum | Prim::Floor | Prim::Ceil)
 }
 
 #[test]

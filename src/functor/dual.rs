@@ -25,7 +25,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use num_dual::{Dual2_64, Dual3_64, Dual64, HyperDual64};
 
 use super::forward::forward;
+use crate::program::trace::Tracer;
 use crate::program::{Builder, Program, Workspace};
+use crate::real::{private, Real};
 use crate::rules::{CustomRule, Prim};
 
 /// `∂⃗P`, `∂⃗²P` and `∂⃗³P` of a one-instruction program `P`.
@@ -201,3 +203,38 @@ pub(crate) fn chain_rule<D: DualParts>(rule: &CustomRule, x: &[D]) -> D {
     let progs = rule_programs(rule);
     D::chain(x, f0, &|dirs| progs.directional(&re, dirs))
 }
+
+/// Implements `Real` for a num-dual type: num-dual's own function where the
+/// primitive names one, otherwise derivative parts from our rule.
+macro_rules! impl_real_dual {
+    ($($t:ty),*) => {$(
+        impl private::Internal for $t {
+            #[inline]
+            fn primal(&self) -> f64 {
+                self.re
+            }
+            fn from_tracer(_t: Tracer) -> Option<Self> {
+                None
+            }
+            #[inline]
+            fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
+                match prim.dual(x, param) {
+                    Some(y) => y,
+                    None => chain_prim(prim, param, x),
+                }
+            }
+            fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
+                chain_rule(rule, x)
+            }
+        }
+
+        impl Real for $t {
+            #[inline]
+            fn cst(c: f64) -> Self {
+                <$t>::from(c)
+            }
+        }
+    )*};
+}
+
+impl_real_dual!(Dual64, Dual2_64, Dual3_64, HyperDual64);

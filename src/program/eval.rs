@@ -128,11 +128,7 @@ impl Program {
             let v = match *op {
                 Op::Input(k) => inputs[k as usize],
                 Op::Const(c) => T::cst(c),
-                Op::Apply { prim, param, args } => {
-                    let [a, b, c] = args.padded();
-                    let x = [vals[a.index()], vals[b.index()], vals[c.index()]];
-                    T::apply_prim(prim, param, &x[..args.len()])
-                }
+                Op::Apply { prim, param, args } => T::apply_prim_at(prim, param, &args, vals),
                 Op::Custom { rule, args } => {
                     let [a, b, c] = args.padded();
                     let x = [vals[a.index()], vals[b.index()], vals[c.index()]];

@@ -5,7 +5,7 @@ use std::cmp::Ordering;
 
 use super::custom::CustomRule;
 use crate::error::Error;
-use crate::rules::{Arith, ExpLog, Hyperbolic, NonSmooth, Power, Prim, Special, Trig};
+use crate::rules::Prim;
 
 /// An SSA value: the result of the instruction at this index of a
 /// [`Program`] or [`Builder`].
@@ -562,7 +562,7 @@ impl Builder {
     pub(crate) fn negated(&self, v: Var) -> Option<Var> {
         match self.ops.get(v.index()) {
             Some(Op::Apply {
-                prim: Prim::Arith(Arith::Neg),
+                prim: Prim::Neg,
                 args,
                 ..
             }) => Some(args.as_slice()[0]),
@@ -697,49 +697,49 @@ impl Builder {
 
     builder_prims! {
         /// `a + b`.
-        add(a, b) => Prim::Arith(Arith::Add);
+        add(a, b) => Prim::Add;
         /// `a − b`.
-        sub(a, b) => Prim::Arith(Arith::Sub);
+        sub(a, b) => Prim::Sub;
         /// `a · b`.
-        mul(a, b) => Prim::Arith(Arith::Mul);
+        mul(a, b) => Prim::Mul;
         /// `a / b`.
-        div(a, b) => Prim::Arith(Arith::Div);
+        div(a, b) => Prim::Div;
         /// `−a`.
-        neg(a) => Prim::Arith(Arith::Neg);
+        neg(a) => Prim::Neg;
         /// `a · b + c`, rounded once.
-        mul_add(a, b, c) => Prim::Arith(Arith::MulAdd);
+        mul_add(a, b, c) => Prim::MulAdd;
         /// `sin a` (radians).
-        sin(a) => Prim::Trig(Trig::Sin);
+        sin(a) => Prim::Sin;
         /// `cos a` (radians).
-        cos(a) => Prim::Trig(Trig::Cos);
+        cos(a) => Prim::Cos;
         /// `eᵃ`.
-        exp(a) => Prim::ExpLog(ExpLog::Exp);
+        exp(a) => Prim::Exp;
         /// `ln a`.
-        ln(a) => Prim::ExpLog(ExpLog::Ln);
+        ln(a) => Prim::Ln;
         /// `√a`.
-        sqrt(a) => Prim::Power(Power::Sqrt);
+        sqrt(a) => Prim::Sqrt;
         /// `aᵇ`, both differentiable.
-        powf(a, b) => Prim::Power(Power::Powf);
+        powf(a, b) => Prim::Powf;
         /// `√(a² + b²)` without overflow.
-        hypot(a, b) => Prim::Power(Power::Hypot);
+        hypot(a, b) => Prim::Hypot;
         /// `sinh a`.
-        sinh(a) => Prim::Hyperbolic(Hyperbolic::Sinh);
+        sinh(a) => Prim::Sinh;
         /// `cosh a`.
-        cosh(a) => Prim::Hyperbolic(Hyperbolic::Cosh);
+        cosh(a) => Prim::Cosh;
         /// `tanh a`.
-        tanh(a) => Prim::Hyperbolic(Hyperbolic::Tanh);
+        tanh(a) => Prim::Tanh;
         /// `a` where `c > 0`, else `b`.
-        select(c, a, b) => Prim::NonSmooth(NonSmooth::Select);
+        select(c, a, b) => Prim::Select;
     }
 
     /// `aⁿ` for a fixed integer `n`.
     pub fn powi(&mut self, a: Var, n: i32) -> Var {
-        self.apply(Prim::Power(Power::Powi), n, &[a])
+        self.apply(Prim::Powi, n, &[a])
     }
 
     /// `ψ⁽ⁿ⁾(a)`, the polygamma function of order `n`.
     pub fn polygamma(&mut self, a: Var, n: i32) -> Var {
-        self.apply(Prim::Special(Special::Polygamma), n, &[a])
+        self.apply(Prim::Polygamma, n, &[a])
     }
 
     /// `c · a` for a constant `c`.

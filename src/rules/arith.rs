@@ -11,25 +11,29 @@
 //! `a − (+0) = a`, `a + (−b) = a − b`, `(−a)(−b) = ab`, …) or produce
 //! structural zeros (`x · 0`, `0 / x`, `x − x`), see [`Builder`].
 
-use super::{family, Contribs, DualF64, Primitive};
+use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
-family! {
-    /// Arithmetic primitives.
-    Arith {
-        /// `a + b`.
-        Add,
-        /// `a − b`.
-        Sub,
-        /// `a · b`.
-        Mul,
-        /// `a / b`.
-        Div,
-        /// `−a`.
-        Neg,
-        /// `a · b + c` with one rounding (std's `mul_add`).
-        MulAdd,
-    }
+/// This family's primitives (arithmetic primitives), in the order of the
+/// table: the list the primitive table in `rules/mod.rs` is stamped from.
+/// Adding a primitive of this family adds its name here.
+macro_rules! arith_list {
+    ([$($acc:tt)*] $next:ident $($rest:ident)*) => {
+        $next! { [$($acc)* arith {
+            /// `a + b`.
+            Add,
+            /// `a − b`.
+            Sub,
+            /// `a · b`.
+            Mul,
+            /// `a / b`.
+            Div,
+            /// `−a`.
+            Neg,
+            /// `a · b + c` with one rounding (std's `mul_add`).
+            MulAdd,
+        }] $($rest)* }
+    };
 }
 
 /// `a + b`.

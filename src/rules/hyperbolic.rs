@@ -8,26 +8,29 @@
 //! * `acosh x`: `ȳ / √((x − 1)(x + 1))`, `+∞` at 1
 //! * `atanh x`: `ȳ / ((1 − x)(1 + x))`
 
-use super::exp_log::unary;
-use super::{family, Contribs, DualF64, Primitive};
+use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
-family! {
-    /// Hyperbolic functions and their inverses.
-    Hyperbolic {
-        /// `sinh x`.
-        Sinh,
-        /// `cosh x`.
-        Cosh,
-        /// `tanh x`.
-        Tanh,
-        /// `asinh x`.
-        Asinh,
-        /// `acosh x` (NaN below 1).
-        Acosh,
-        /// `atanh x` (NaN outside `[−1, 1]`).
-        Atanh,
-    }
+/// This family's primitives (hyperbolic functions and their inverses), in the order of the
+/// table: the list the primitive table in `rules/mod.rs` is stamped from.
+/// Adding a primitive of this family adds its name here.
+macro_rules! hyperbolic_list {
+    ([$($acc:tt)*] $next:ident $($rest:ident)*) => {
+        $next! { [$($acc)* hyperbolic {
+            /// `sinh x`.
+            Sinh,
+            /// `cosh x`.
+            Cosh,
+            /// `tanh x`.
+            Tanh,
+            /// `asinh x`.
+            Asinh,
+            /// `acosh x` (NaN below 1).
+            Acosh,
+            /// `atanh x` (NaN outside `[−1, 1]`).
+            Atanh,
+        }] $($rest)* }
+    };
 }
 
 unary!(

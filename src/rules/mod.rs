@@ -2,7 +2,7 @@
 //! arity, value, pullback and pushforward (the architecture chapter of the
 //! book, "One primitive table").
 //!
-//! A primitive is a unit struct implementing [`Primitive`] in the file of its
+//! A primitive is a unit struct implementing the crate-internal trait `Primitive` in the file of its
 //! family (`arith`, `power`, `exp_log`, `trig`, `hyperbolic`, `special`,
 //! `nonsmooth`). The family's enum and the dispatch to each definition are
 //! stamped out, from the list at the top of that file, by a private macro;
@@ -18,25 +18,25 @@
 //! `None` a structural zero (the `Zero` of the ChainRules design notes).
 //! User-defined primitives ([`CustomRule`]) go through the same path.
 
+#[macro_use]
 mod arith;
+#[macro_use]
 mod exp_log;
+#[macro_use]
 mod hyperbolic;
+#[macro_use]
 mod nonsmooth;
+#[macro_use]
 mod power;
+#[macro_use]
 mod special;
 pub(crate) mod special_values;
+#[macro_use]
 mod trig;
 
 pub use crate::program::custom::{CustomRule, Rule, ScalarRule};
-pub use arith::Arith;
-pub use exp_log::ExpLog;
-pub use hyperbolic::Hyperbolic;
-pub use nonsmooth::NonSmooth;
-pub use power::Power;
-pub use special::Special;
-pub use trig::Trig;
 
-use crate::program::{Builder, Op, Var, MAX_ARITY};
+use crate::program::{Args, Builder, Op, Var, MAX_ARITY};
 
 /// A num-dual number type over f64 (`Dual64`, `Dual2_64`, `Dual3_64`,
 /// `HyperDual64`, …), as the primitives' num-dual values see it.
@@ -121,185 +121,119 @@ pub(crate) trait Primitive {
     }
 }
 
-/// Stamps out a family enum and its dispatch from the list of its
-/// primitives (each a unit struct implementing [`Primitive`] in the same
-/// file).
-macro_rules! family {
-    ($(#[$meta:meta])* $Family:ident { $($(#[$vmeta:meta])* $P:ident),+ $(,)? }) => {
-        $(#[$meta])*
+/// Stamps out [`Prim`] and its dispatch from the families' lists, which
+/// the `*_list` macros of the family files hand on one to the next (each
+/// appends its own and calls the next; the last, `table!`, receives them
+/// all). Every dispatch is one flat `match` over the primitives.
+macro_rules! table {
+    ([$( $fam:ident { $( $(#[$vmeta:meta])* $P:ident ),* $(,)? } )*]) => {
+        /// A built-in primitive. Each one is defined once, in the file of
+        /// its family under `rules/` (arithmetic, powers, exponentials and
+        /// logarithms, circular, hyperbolic, special, non-smooth); this
+        /// enum only names it.
+        ///
+        /// Units: angles are in radians.
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
         #[non_exhaustive]
-        pub enum $Family {
-            $($(#[$vmeta])* $P,)+
+        pub enum Prim {
+            $( $( $(#[$vmeta])* $P, )* )*
         }
 
-        impl $Family {
-            /// Every primitive of the family.
-            pub(crate) const ALL: &'static [$Family] = &[$($Family::$P),+];
+        impl Prim {
+            /// Every built-in primitive, in table order.
+            const ALL: &'static [Prim] = &[$( $( Prim::$P, )* )*];
 
+            /// The printed (and serialised) name.
             #[inline]
-            pub(crate) fn name(self) -> &'static str {
-                match self { $($Family::$P => <$P as Primitive>::NAME,)+ }
+            pub fn name(self) -> &'static str {
+                match self { $( $( Prim::$P => <$fam::$P as Primitive>::NAME, )* )* }
             }
+
+            /// Number of operands.
             #[inline]
-            pub(crate) fn arity(self) -> usize {
-                match self { $($Family::$P => <$P as Primitive>::ARITY,)+ }
+            pub fn arity(self) -> usize {
+                match self { $( $( Prim::$P => <$fam::$P as Primitive>::ARITY, )* )* }
             }
+
+            /// The f64 value on `x` (at least `self.arity()` values; the
+            /// rest are ignored).
             #[inline(always)]
             pub(crate) fn value(self, x: &[f64], param: i32) -> f64 {
-                match self { $($Family::$P => <$P as Primitive>::value(x, param),)+ }
+                match self { $( $( Prim::$P => <$fam::$P as Primitive>::value(x, param), )* )* }
             }
+
+            /// The f64 value with operands `args` read from `vals`: exactly
+            /// `arity` reads into a fixed-size array, so the definition's
+            /// operand accesses need no checks (the interpreter's path).
+            #[inline(always)]
+            pub(crate) fn eval_f64(self, param: i32, args: &Args, vals: &[f64]) -> f64 {
+                let a = args.padded();
+                match self {
+                    $( $( Prim::$P => {
+                        const N: usize = <$fam::$P as Primitive>::ARITY;
+                        let mut x = [0.0f64; N];
+                        for (xi, v) in x.iter_mut().zip(&a) {
+                            *xi = vals[v.index()];
+                        }
+                        <$fam::$P as Primitive>::value(&x, param)
+                    } )* )*
+                }
+            }
+
+            /// Pullback contributions (see `Primitive::pullback`).
             pub(crate) fn pullback(
                 self, b: &mut Builder, x: &[Var], param: i32, y: Var, ct: Var,
             ) -> Contribs {
-                match self { $($Family::$P => <$P as Primitive>::pullback(b, x, param, y, ct),)+ }
+                match self {
+                    $( $( Prim::$P => <$fam::$P as Primitive>::pullback(b, x, param, y, ct), )* )*
+                }
             }
+
+            /// Pushforward (see `Primitive::pushforward`).
             pub(crate) fn pushforward(
                 self, b: &mut Builder, x: &[Var], param: i32, y: Var, t: &[Option<Var>],
             ) -> Option<Var> {
-                match self { $($Family::$P => <$P as Primitive>::pushforward(b, x, param, y, t),)+ }
+                match self {
+                    $( $( Prim::$P => <$fam::$P as Primitive>::pushforward(b, x, param, y, t), )* )*
+                }
             }
+
+            /// The num-dual value, where num-dual has the function.
             #[inline]
             pub(crate) fn dual<D: DualF64>(self, x: &[D], param: i32) -> Option<D> {
-                match self { $($Family::$P => <$P as Primitive>::dual(x, param),)+ }
+                match self { $( $( Prim::$P => <$fam::$P as Primitive>::dual(x, param), )* )* }
             }
+
+            /// Algebraic simplification (see `Primitive::simplify`).
             pub(crate) fn simplify(self, b: &mut Builder, x: &[Var], param: i32) -> Option<Var> {
-                match self { $($Family::$P => <$P as Primitive>::simplify(b, x, param),)+ }
+                match self {
+                    $( $( Prim::$P => <$fam::$P as Primitive>::simplify(b, x, param), )* )*
+                }
             }
+
+            /// The printed right-hand side.
             pub(crate) fn display(self, x: &[String], param: i32) -> String {
-                match self { $($Family::$P => <$P as Primitive>::display(x, param),)+ }
+                match self { $( $( Prim::$P => <$fam::$P as Primitive>::display(x, param), )* )* }
             }
         }
     };
 }
-pub(crate) use family;
 
-/// A built-in primitive: its family and its variant. Each one is defined
-/// once, in its family's file; [`Prim`] only dispatches.
-///
-/// Units: angles are in radians.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[non_exhaustive]
-pub enum Prim {
-    /// `+ − × ÷`, negation, fused multiply-add.
-    Arith(Arith),
-    /// Powers and roots.
-    Power(Power),
-    /// Exponentials and logarithms.
-    ExpLog(ExpLog),
-    /// Circular functions and their inverses.
-    Trig(Trig),
-    /// Hyperbolic functions and their inverses.
-    Hyperbolic(Hyperbolic),
-    /// Error and gamma-family functions.
-    Special(Special),
-    /// Selection and the non-smooth functions (`abs`, `max`, `floor`, …).
-    NonSmooth(NonSmooth),
-}
-
-/// Dispatches a method to the family.
-macro_rules! by_family {
-    ($self:expr, $f:ident => $e:expr) => {
-        match $self {
-            Prim::Arith($f) => $e,
-            Prim::Power($f) => $e,
-            Prim::ExpLog($f) => $e,
-            Prim::Trig($f) => $e,
-            Prim::Hyperbolic($f) => $e,
-            Prim::Special($f) => $e,
-            Prim::NonSmooth($f) => $e,
-        }
-    };
-}
+arith_list! { [] power_list exp_log_list trig_list hyperbolic_list special_list nonsmooth_list table }
 
 impl Prim {
-    /// The printed name.
-    #[inline]
-    pub fn name(self) -> &'static str {
-        by_family!(self, f => f.name())
-    }
-
-    /// Number of operands.
-    #[inline]
-    pub fn arity(self) -> usize {
-        by_family!(self, f => f.arity())
-    }
-
     /// A dense ordinal, for passes that group instructions by primitive.
     pub(crate) fn ordinal(self) -> usize {
-        let (family, index) = match self {
-            Prim::Arith(f) => (0, f as usize),
-            Prim::Power(f) => (1, f as usize),
-            Prim::ExpLog(f) => (2, f as usize),
-            Prim::Trig(f) => (3, f as usize),
-            Prim::Hyperbolic(f) => (4, f as usize),
-            Prim::Special(f) => (5, f as usize),
-            Prim::NonSmooth(f) => (6, f as usize),
-        };
-        family * 32 + index
+        self as usize
     }
 
     /// Upper bound of [`Prim::ordinal`].
-    pub(crate) const ORDINALS: usize = 7 * 32;
-
-    /// The f64 value on `x` (`x.len() == self.arity()`).
-    #[inline(always)]
-    pub(crate) fn value(self, x: &[f64], param: i32) -> f64 {
-        by_family!(self, f => f.value(x, param))
-    }
-
-    /// Pullback contributions (see [`Primitive::pullback`]).
-    pub(crate) fn pullback(
-        self,
-        b: &mut Builder,
-        x: &[Var],
-        param: i32,
-        y: Var,
-        ct: Var,
-    ) -> Contribs {
-        by_family!(self, f => f.pullback(b, x, param, y, ct))
-    }
-
-    /// Pushforward (see [`Primitive::pushforward`]).
-    pub(crate) fn pushforward(
-        self,
-        b: &mut Builder,
-        x: &[Var],
-        param: i32,
-        y: Var,
-        t: &[Option<Var>],
-    ) -> Option<Var> {
-        by_family!(self, f => f.pushforward(b, x, param, y, t))
-    }
-
-    /// The num-dual value, where num-dual has the function.
-    #[inline]
-    pub(crate) fn dual<D: DualF64>(self, x: &[D], param: i32) -> Option<D> {
-        by_family!(self, f => f.dual(x, param))
-    }
-
-    /// Algebraic simplification (see [`Primitive::simplify`]).
-    pub(crate) fn simplify(self, b: &mut Builder, x: &[Var], param: i32) -> Option<Var> {
-        by_family!(self, f => f.simplify(b, x, param))
-    }
-
-    /// The printed right-hand side.
-    pub(crate) fn display(self, x: &[String], param: i32) -> String {
-        by_family!(self, f => f.display(x, param))
-    }
+    pub(crate) const ORDINALS: usize = Prim::ALL.len();
 
     /// Every built-in primitive.
     pub fn all() -> impl Iterator<Item = Prim> {
-        let a = Arith::ALL.iter().map(|&f| Prim::Arith(f));
-        let p = Power::ALL.iter().map(|&f| Prim::Power(f));
-        let e = ExpLog::ALL.iter().map(|&f| Prim::ExpLog(f));
-        let t = Trig::ALL.iter().map(|&f| Prim::Trig(f));
-        let h = Hyperbolic::ALL.iter().map(|&f| Prim::Hyperbolic(f));
-        let s = Special::ALL.iter().map(|&f| Prim::Special(f));
-        let n = NonSmooth::ALL.iter().map(|&f| Prim::NonSmooth(f));
-        a.chain(p).chain(e).chain(t).chain(h).chain(s).chain(n)
+        Prim::ALL.iter().copied()
     }
 }
 

@@ -19,29 +19,33 @@
 //! derivative at a NaN argument is then half the cotangent each.
 //! `clamp` returns NaN (std panics) when `lo > hi` or a bound is NaN.
 
-use super::{family, Contribs, DualF64, Primitive};
+use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
-family! {
-    /// Selection and the non-smooth functions.
-    NonSmooth {
-        /// `select(c, a, b)`: `a` where `c > 0`, else `b`.
-        Select,
-        /// `|x|`.
-        Abs,
-        /// `signum x` (std: 1 for `+0`, −1 for `−0`, NaN for NaN).
-        Signum,
-        /// `max(a, b)` (std: a NaN argument is ignored).
-        Max,
-        /// `min(a, b)` (std: a NaN argument is ignored).
-        Min,
-        /// `clamp(x, lo, hi)`.
-        Clamp,
-        /// `⌊x⌋`.
-        Floor,
-        /// `⌈x⌉`.
-        Ceil,
-    }
+/// This family's primitives (selection and the non-smooth functions), in the order of the
+/// table: the list the primitive table in `rules/mod.rs` is stamped from.
+/// Adding a primitive of this family adds its name here.
+macro_rules! nonsmooth_list {
+    ([$($acc:tt)*] $next:ident $($rest:ident)*) => {
+        $next! { [$($acc)* nonsmooth {
+            /// `select(c, a, b)`: `a` where `c > 0`, else `b`.
+            Select,
+            /// `|x|`.
+            Abs,
+            /// `signum x` (std: 1 for `+0`, −1 for `−0`, NaN for NaN).
+            Signum,
+            /// `max(a, b)` (std: a NaN argument is ignored).
+            Max,
+            /// `min(a, b)` (std: a NaN argument is ignored).
+            Min,
+            /// `clamp(x, lo, hi)`.
+            Clamp,
+            /// `⌊x⌋`.
+            Floor,
+            /// `⌈x⌉`.
+            Ceil,
+        }] $($rest)* }
+    };
 }
 
 /// `a` where `c > 0`, else `b`.

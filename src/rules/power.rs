@@ -13,23 +13,27 @@
 //!   nothing overflows where `h` does not; NaN at `(0, 0)`, where no
 //!   gradient exists
 
-use super::{family, Contribs, DualF64, Primitive};
+use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
-family! {
-    /// Powers and roots.
-    Power {
-        /// `xⁿ` for a fixed integer `n` (the primitive's parameter).
-        Powi,
-        /// `xʸ`, both arguments differentiable (std's `powf`).
-        Powf,
-        /// `√x` (NaN for `x < 0`).
-        Sqrt,
-        /// `∛x` (defined for negative `x`).
-        Cbrt,
-        /// `√(x² + y²)` without overflow or underflow (std's `hypot`).
-        Hypot,
-    }
+/// This family's primitives (powers and roots), in the order of the
+/// table: the list the primitive table in `rules/mod.rs` is stamped from.
+/// Adding a primitive of this family adds its name here.
+macro_rules! power_list {
+    ([$($acc:tt)*] $next:ident $($rest:ident)*) => {
+        $next! { [$($acc)* power {
+            /// `xⁿ` for a fixed integer `n` (the primitive's parameter).
+            Powi,
+            /// `xʸ`, both arguments differentiable (std's `powf`).
+            Powf,
+            /// `√x` (NaN for `x < 0`).
+            Sqrt,
+            /// `∛x` (defined for negative `x`).
+            Cbrt,
+            /// `√(x² + y²)` without overflow or underflow (std's `hypot`).
+            Hypot,
+        }] $($rest)* }
+    };
 }
 
 /// `xⁿ`, `n = param`.

@@ -11,23 +11,27 @@
 
 use std::f64::consts::FRAC_2_SQRT_PI;
 
-use super::{family, special_values as sv, Contribs, DualF64, Primitive};
+use super::{special_values as sv, Contribs, Primitive};
 use crate::program::{Builder, Var};
 
-family! {
-    /// Error and gamma-family functions.
-    Special {
-        /// `erf x`.
-        Erf,
-        /// `erfc x = 1 − erf x`, accurate for large `x`.
-        Erfc,
-        /// `ln |Γ(x)|`.
-        LnGamma,
-        /// The digamma function `ψ(x) = Γ′(x)/Γ(x)`.
-        Digamma,
-        /// The polygamma function `ψ⁽ⁿ⁾(x)`, `n` the parameter.
-        Polygamma,
-    }
+/// This family's primitives (error and gamma-family functions), in the order of the
+/// table: the list the primitive table in `rules/mod.rs` is stamped from.
+/// Adding a primitive of this family adds its name here.
+macro_rules! special_list {
+    ([$($acc:tt)*] $next:ident $($rest:ident)*) => {
+        $next! { [$($acc)* special {
+            /// `erf x`.
+            Erf,
+            /// `erfc x = 1 − erf x`, accurate for large `x`.
+            Erfc,
+            /// `ln |Γ(x)|`.
+            LnGamma,
+            /// The digamma function `ψ(x) = Γ′(x)/Γ(x)`.
+            Digamma,
+            /// The polygamma function `ψ⁽ⁿ⁾(x)`, `n` the parameter.
+            Polygamma,
+        }] $($rest)* }
+    };
 }
 
 /// `(2/√π) e^{−x²}`.
@@ -115,7 +119,7 @@ impl Primitive for Polygamma {
     }
     fn simplify(b: &mut Builder, x: &[Var], n: i32) -> Option<Var> {
         // ψ⁽⁰⁾ is ψ: one name for one value, so CSE shares them.
-        (n == 0).then(|| b.apply(super::Prim::Special(Special::Digamma), 0, &[x[0]]))
+        (n == 0).then(|| b.apply(super::Prim::Digamma, 0, &[x[0]]))
     }
     fn display(x: &[String], n: i32) -> String {
         format!("polygamma({n}, {})", x[0])

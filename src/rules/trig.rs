@@ -13,29 +13,32 @@
 //! `(1 − x)(1 + x)` is used rather than `1 − x²`: it has no cancellation
 //! near `|x| = 1`.
 
-use super::exp_log::unary;
-use super::{family, Contribs, DualF64, Primitive};
+use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
-family! {
-    /// Circular functions and their inverses.
-    Trig {
-        /// `sin x`.
-        Sin,
-        /// `cos x`.
-        Cos,
-        /// `tan x`.
-        Tan,
-        /// `asin x` (NaN outside `[−1, 1]`).
-        Asin,
-        /// `acos x` (NaN outside `[−1, 1]`).
-        Acos,
-        /// `atan x`.
-        Atan,
-        /// `atan2(y, x)`: the angle of `(x, y)`, in all four quadrants, with
-        /// std's signed zeros.
-        Atan2,
-    }
+/// This family's primitives (circular functions and their inverses), in the order of the
+/// table: the list the primitive table in `rules/mod.rs` is stamped from.
+/// Adding a primitive of this family adds its name here.
+macro_rules! trig_list {
+    ([$($acc:tt)*] $next:ident $($rest:ident)*) => {
+        $next! { [$($acc)* trig {
+            /// `sin x`.
+            Sin,
+            /// `cos x`.
+            Cos,
+            /// `tan x`.
+            Tan,
+            /// `asin x` (NaN outside `[−1, 1]`).
+            Asin,
+            /// `acos x` (NaN outside `[−1, 1]`).
+            Acos,
+            /// `atan x`.
+            Atan,
+            /// `atan2(y, x)`: the angle of `(x, y)`, in all four quadrants, with
+            /// std's signed zeros.
+            Atan2,
+        }] $($rest)* }
+    };
 }
 
 /// `√((1 − x)(1 + x))`.

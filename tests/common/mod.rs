@@ -13,7 +13,6 @@ use std::fmt;
 use std::ops::RangeInclusive;
 
 use num_dual::{Dual2_64, Dual3_64, Dual64, HyperDual64};
-use optic_ad::rules::NonSmooth;
 use optic_ad::{Builder, Op, Prim, Program, Var};
 use proptest::prelude::*;
 use proptest::sample::Index;
@@ -387,7 +386,7 @@ pub fn select_branches(p: &Program, x: &[f64]) -> Vec<bool> {
         .iter()
         .filter_map(|op| match *op {
             Op::Apply {
-                prim: Prim::NonSmooth(NonSmooth::Select),
+                prim: Prim::Select,
                 args,
                 ..
             } => Some(ws.value(args.as_slice()[0]).expect("value") > 0.0),
