@@ -3,7 +3,8 @@
 //! Pullbacks, for `y = f(x)` and cotangent `ȳ` (Abramowitz & Stegun 4.1,
 //! 4.2):
 //!
-//! * `eˣ`: `ȳ y`; `2ˣ`: `ȳ y ln 2`; `eˣ − 1`: `ȳ (y + 1)`
+//! * `eˣ`: `ȳ y`; `2ˣ`: `ȳ y ln 2`; `eˣ − 1`: `ȳ eˣ` (not `ȳ (y + 1)`, which
+//!   cancels for `x < 0`)
 //! * `ln x`: `ȳ / x`; `log₂ x`: `ȳ / (x ln 2)`; `log₁₀ x`: `ȳ / (x ln 10)`
 //! * `ln(1 + x)`: `ȳ / (1 + x)`
 //!
@@ -80,10 +81,11 @@ unary!(
     ExpM1,
     "exp_m1",
     |x| x.exp_m1(),
-    |b, _x, y, ct| {
-        let one = b.constant(1.0);
-        let d = b.add(y, one);
-        b.mul(ct, d)
+    |b, x, _y, ct| {
+        // eˣ, not y + 1, which cancels for x < 0 (exp_m1′(−40) would be 0,
+        // not 4.2e-18).
+        let e = b.exp(x);
+        b.mul(ct, e)
     },
     |d| Some(d.exp_m1())
 );

@@ -3,10 +3,15 @@
 //! Pullbacks, for `y = f(x)` and cotangent `ȳ` (Abramowitz & Stegun
 //! 4.5.17–19, 4.6.38–40):
 //!
-//! * `sinh x`: `ȳ cosh x`; `cosh x`: `ȳ sinh x`; `tanh x = y`: `ȳ (1 − y²)`
+//! * `sinh x`: `ȳ cosh x`; `cosh x`: `ȳ sinh x`; `tanh x`: `ȳ / cosh² x`
+//!   (not `ȳ (1 − tanh² x)`, which cancels where `|tanh x| → 1`)
 //! * `asinh x`: `ȳ / hypot(x, 1)` (no overflow of `x² + 1`)
 //! * `acosh x`: `ȳ / √((x − 1)(x + 1))`, `+∞` at 1
 //! * `atanh x`: `ȳ / ((1 − x)(1 + x))`
+//!
+//! The f64 values of `acosh` and `atanh` are libm's: std's lose accuracy
+//! near 1 (`acosh`) and for negative arguments (`atanh`, which rounds
+//! `1 − x`), by up to 1e-10 relative.
 
 use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
@@ -57,11 +62,13 @@ unary!(
     Tanh,
     "tanh",
     |x| x.tanh(),
-    |b, _x, y, ct| {
-        let one = b.constant(1.0);
-        let y2 = b.mul(y, y);
-        let d = b.sub(one, y2);
-        b.mul(ct, d)
+    |b, x, _y, ct| {
+        // sech² x = 1 / cosh² x: no cancellation where |tanh x| → 1 (the
+        // form 1 − y² loses all accuracy there: tanh′(20) would be 0, not
+        // 1.7e-17).
+        let c = b.cosh(x);
+        let c2 = b.mul(c, c);
+        b.div(ct, c2)
     },
     |d| Some(d.tanh())
 );
@@ -79,7 +86,7 @@ unary!(
 unary!(
     Acosh,
     "acosh",
-    |x| x.acosh(),
+    |x| libm::acosh(x),
     |b, x, _y, ct| {
         let one = b.constant(1.0);
         let l = b.sub(x, one);
@@ -93,7 +100,7 @@ unary!(
 unary!(
     Atanh,
     "atanh",
-    |x| x.atanh(),
+    |x| libm::atanh(x),
     |b, x, _y, ct| {
         let one = b.constant(1.0);
         let l = b.sub(one, x);

@@ -92,10 +92,16 @@ impl Primitive for Powf {
         let gx = b.mul(ct, dx);
         // ∂/∂y = xʸ ln x where x ≠ 0 (NaN for x < 0, where xʸ is not
         // differentiable in y), and 0 at x = 0.
-        let l = b.ln(base);
+        // The logarithm is of x with 0 replaced by 1, so that the branch not
+        // taken at x = 0 stays finite: ln 0 = −∞ would meet a zero
+        // cotangent at the next order as 0 · (−∞) = NaN. (Negative x keeps
+        // its NaN.)
+        let nb = b.neg(base);
+        let nonzero = b.select(nb, base, one);
+        let safe = b.select(base, base, nonzero);
+        let l = b.ln(safe);
         let dy = b.mul(y, l);
         let zero = b.zero();
-        let nb = b.neg(base);
         let dy0 = b.select(nb, dy, zero);
         let dy = b.select(base, dy, dy0);
         let gy = b.mul(ct, dy);
