@@ -13,14 +13,16 @@
 //! that depends on it; no driver rejects non-finite input. Derived programs
 //! use structural zeros (see [`crate::Builder`]): a cotangent that is known
 //! to be zero stays exactly zero even where a primal value is infinite.
+//! Inside programs a structural zero is the constant `−0.0`; a derivative
+//! that is structurally zero is returned by every driver as `+0.0`.
 
 use std::ops::Add;
 
 use generic_array::{ArrayLength, GenericArray};
-use typenum::{Add1, Unsigned, B1};
+use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
 use crate::error::{Error, Result};
-use crate::functor::nested::{derivatives_program, nest};
+use crate::functor::nested::{derivatives_program, nest, MaxOrder};
 use crate::program::trace::{trace_captured, Traced, Tracer};
 use crate::program::{Program, Seed, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
@@ -119,7 +121,7 @@ fn gradient_program(p: &Program, n: usize) -> Result<Program> {
     seeds.push(Seed::Value(1.0));
     let mut keep = vec![0];
     keep.extend(block_head(&p1, 1, n)?);
-    let mut g = p1.specialize_seeds(&seeds, &keep)?;
+    let mut g = p1.specialize_seeds(&seeds, &keep)?.positive_zero_outputs();
     g.output_blocks = vec![1, n];
     Ok(g)
 }
@@ -146,7 +148,7 @@ fn hvp_program(p: &Program, n: usize) -> Result<Program> {
     let mut keep: Vec<usize> = block_head(&fg, VALUE, 1)?.collect();
     keep.extend(block_head(&fg, GRADIENT, n)?);
     keep.extend(block_head(&fg, tangent_of(GRADIENT), n)?);
-    fg.specialize_seeds(&seeds, &keep)
+    Ok(fg.specialize_seeds(&seeds, &keep)?.positive_zero_outputs())
 }
 
 /// Gradient `∇f(x)` of a scalar function.
@@ -221,7 +223,7 @@ where
     let m = p.n_outputs();
     check_len("vjp: output cotangent", m, ybar.len())?;
     let total = p.n_inputs();
-    let joint = nest(&p, 1)?; // [x, ȳ] -> [y, x̄]
+    let joint = nest(&p, 1)?.positive_zero_outputs(); // [x, ȳ] -> [y, x̄]
     inputs.extend_from_slice(ybar);
     let mut out = joint.eval(&inputs)?;
     let mut xbar = out.split_off(m);
@@ -274,7 +276,9 @@ where
     let mut seeds = vec![Seed::Free; total];
     seeds.extend(point_tangents(x.len(), total));
     let keep: Vec<usize> = (0..2 * m).collect();
-    let prog = crate::functor::forward(&p).specialize_seeds(&seeds, &keep)?;
+    let prog = crate::functor::forward(&p)
+        .specialize_seeds(&seeds, &keep)?
+        .positive_zero_outputs();
     inputs.extend_from_slice(v);
     let mut out = prog.eval(&inputs)?;
     let jv = out.split_off(m);
@@ -310,7 +314,7 @@ where
     check_nonempty("jacobian", x.len())?;
     let (p, mut inputs) = trace_at(f, x)?;
     let (n, total, m) = (x.len(), p.n_inputs(), p.n_outputs());
-    let joint = nest(&p, 1)?; // [x, ȳ] -> [y, x̄]
+    let joint = nest(&p, 1)?.positive_zero_outputs(); // [x, ȳ] -> [y, x̄]
     inputs.extend(std::iter::repeat_n(0.0, m));
     let mut ws = Workspace::new();
     let mut out = vec![0.0; m + total];
@@ -413,8 +417,16 @@ where
 /// # Errors
 ///
 /// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
-/// [`Error::CapturedOutsideTrace`] if it closes over tracers;
-/// [`Error::Layout`] for `N > 20`.
+/// [`Error::CapturedOutsideTrace`] if it closes over tracers. The order is
+/// bounded at compile time by [`crate::functor::MAX_ORDER`] (20): a higher
+/// one does not compile.
+///
+/// ```compile_fail,E0271
+/// use optic_ad::{derivative, Real};
+/// use typenum::U21;
+///
+/// let _ = derivative::<U21, _>(|x| x.sin(), 0.3);
+/// ```
 ///
 /// # Example
 ///
@@ -432,7 +444,7 @@ where
 /// ```
 pub fn derivative<N, F>(f: F, x: f64) -> Result<GenericArray<f64, Add1<N>>>
 where
-    N: Unsigned + Add<B1>,
+    N: Unsigned + Add<B1> + IsLessOrEqual<MaxOrder, Output = True>,
     Add1<N>: ArrayLength,
     F: Fn(Tracer) -> Tracer,
 {
@@ -450,7 +462,7 @@ fn traced_derivatives<F: Fn(Tracer) -> Tracer>(f: &F, x: f64, order: usize) -> R
     if !traced.captures.is_empty() {
         return Err(Error::CapturedOutsideTrace(traced.captures.len()));
     }
-    derivatives_program(&traced.program, order)
+    Ok(derivatives_program(&traced.program, order)?.positive_zero_outputs())
 }
 
 /// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable: traced
@@ -498,7 +510,7 @@ where
 
 impl<N, F> Derivatives<N, F>
 where
-    N: Unsigned + Add<B1>,
+    N: Unsigned + Add<B1> + IsLessOrEqual<MaxOrder, Output = True>,
     Add1<N>: ArrayLength,
     F: Fn(Tracer) -> Tracer,
 {
@@ -507,8 +519,15 @@ where
     /// # Errors
     ///
     /// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
-    /// [`Error::CapturedOutsideTrace`] if it closes over tracers;
-    /// [`Error::Layout`] for `N > 20`.
+    /// [`Error::CapturedOutsideTrace`] if it closes over tracers. `N` is
+    /// at most [`crate::functor::MAX_ORDER`] at compile time:
+    ///
+    /// ```compile_fail,E0271
+    /// use optic_ad::{Derivatives, Real};
+    /// use typenum::U21;
+    ///
+    /// let _ = Derivatives::<U21, _>::new(|x| x.sin(), 0.3);
+    /// ```
     pub fn new(f: F, x0: f64) -> Result<Self> {
         let program = Self::build(&f, x0)?;
         Ok(Derivatives {

@@ -45,13 +45,33 @@ pub enum Error {
     #[error("a traced value from trace {trace} was used where that trace is not active (escaped tracer or perturbation confusion)")]
     ForeignTracer {
         /// Identifier of the trace the value belongs to.
-        trace: u32,
+        trace: u64,
     },
     /// A function closed over traced values of an enclosing trace, but was
     /// differentiated with a scalar type that cannot carry them (only
     /// tracers can).
     #[error("the traced function captured {0} value(s) of an enclosing trace; differentiate it with tracer arguments")]
     CapturedOutsideTrace(usize),
+    /// A derivative order above what the nested-closure encoding supports
+    /// (its bundle has 2ᴺ − 1 closures); checked before anything is built.
+    #[error("order {order} is above the highest supported order {max}")]
+    OrderTooHigh {
+        /// The order asked for.
+        order: usize,
+        /// The highest supported order.
+        max: usize,
+    },
+    /// Nesting ∂⃖ once more would build a program larger than
+    /// [`crate::functor::MAX_NESTED_LEN`] instructions (a lower-bound
+    /// estimate: each level at least doubles the program); refused before
+    /// it is built.
+    #[error("the nested program would have at least {estimate} instructions, above {max}")]
+    ProgramTooLarge {
+        /// The lower-bound estimate of the program's size.
+        estimate: usize,
+        /// The limit.
+        max: usize,
+    },
     /// A program's block layout does not match what a transform needs.
     #[error("program layout: {0}")]
     Layout(String),
@@ -68,6 +88,47 @@ pub enum Error {
     /// example after deserialisation).
     #[error("program refers to custom rule {0}, which it does not carry")]
     MissingRule(usize),
+    /// A user rule's pullback misused the builder it was given: it returned
+    /// the wrong number of values, a value that is not of that builder,
+    /// declared an input, or applied a rule the builder does not know.
+    /// Every program derived through such a pullback reports this error
+    /// when it is evaluated or finished, instead of a wrong derivative.
+    #[error("user rule `{rule}`: its pullback {misuse}")]
+    BadRule {
+        /// The rule's name.
+        rule: String,
+        /// What it did.
+        misuse: RuleMisuse,
+    },
+}
+
+/// How a user rule's pullback misused its builder ([`Error::BadRule`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum RuleMisuse {
+    /// It returned this many values, not one per argument.
+    WrongCount(usize),
+    /// It returned a value that is not a value of its builder.
+    ForeignValue,
+    /// It declared an input of the builder.
+    DeclaredInput,
+    /// It applied a user rule that its builder does not have.
+    UnknownRule,
+    /// It pushed an instruction with an operand that is not a value of its
+    /// builder, or with the wrong number of operands.
+    Malformed,
+}
+
+impl std::fmt::Display for RuleMisuse {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RuleMisuse::WrongCount(n) => write!(f, "returned {n} values, not one per argument"),
+            RuleMisuse::ForeignValue => f.write_str("returned a value of another builder"),
+            RuleMisuse::DeclaredInput => f.write_str("declared an input of its builder"),
+            RuleMisuse::UnknownRule => f.write_str("applied a rule its builder does not have"),
+            RuleMisuse::Malformed => f.write_str("pushed a malformed instruction"),
+        }
+    }
 }
 
 /// Shorthand for `Result<T, optic_ad::Error>`.

@@ -75,7 +75,7 @@ pub mod rules;
 pub use drivers::{
     derivative, gradient, hessian, hvp, jacobian, jvp, vjp, Derivatives, Gradient, Hvp,
 };
-pub use error::{Error, Result};
+pub use error::{Error, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
 pub use program::{
     split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Staged, StagedWorkspace, Tracer,

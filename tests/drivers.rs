@@ -825,3 +825,19 @@ fn later_entry_points_never_panic_on_bad_input() {
         Ok(())
     });
 }
+
+/// Issue 6: the structural zero (−0.0 inside programs) leaked into results:
+/// the derivatives of the identity came back as `[1, 1, -0.0]`. Drivers
+/// return `+0.0`.
+#[test]
+fn issue_6_structural_zeros_are_positive_in_results() {
+    use typenum::U2;
+    let d = optic_ad::derivative::<U2, _>(|x| x, 1.0).unwrap();
+    assert_eq!(d[2].to_bits(), 0.0f64.to_bits(), "{d:?}");
+    let g = optic_ad::gradient(|x| x[0] * 2.0, &[1.0, 5.0]).unwrap();
+    assert_eq!(g[1].to_bits(), 0.0f64.to_bits(), "{g:?}");
+    let h = optic_ad::hvp(|x| x[0] * x[1], &[1.0, 2.0], &[1.0, 0.0]).unwrap();
+    assert_eq!(h[0].to_bits(), 0.0f64.to_bits(), "{h:?}");
+    let (_, jv) = optic_ad::jvp(|x| vec![x[0], x[1]], &[1.0, 2.0], &[1.0, 0.0]).unwrap();
+    assert_eq!(jv[1].to_bits(), 0.0f64.to_bits(), "{jv:?}");
+}

@@ -25,11 +25,12 @@
 mod common;
 
 use common::{check, cotangent, max_err, point, program, RandomProgram, Worst};
+use optic_ad::functor::MaxOrder;
 use optic_ad::optic::{Id, Optic};
 use optic_ad::{nest, reverse, Builder, Error, Nested, Program};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
-use typenum::{Unsigned, U1, U2, U3, U4};
+use typenum::{IsLessOrEqual, True, Unsigned, U1, U2, U3, U4};
 
 /// Tolerance of the composition laws; see the module docs.
 const TOL: f64 = 1e-10;
@@ -312,7 +313,7 @@ fn functor_law_order_3() {
 /// (the primal and one per closure), for N = 1 … 4.
 #[test]
 fn nested_closure_counts() {
-    fn counts<N: Unsigned>(p: &Program) {
+    fn counts<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>>(p: &Program) {
         let order = N::to_usize();
         assert_eq!(Nested::<N>::closures(), (1 << order) - 1, "order {order}");
         let nested = Nested::<N>::new(p).unwrap();

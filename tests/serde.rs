@@ -40,7 +40,16 @@ fn malformed_programs_are_rejected_on_load() {
     let json = serde_json::to_value(&p).unwrap();
     // An operand that refers forward.
     let mut bad = json.clone();
-    bad["ops"][2] = serde_json::json!({"Mul": [5, 1]});
+    bad["ops"][2] = serde_json::json!({"Apply": {"prim": "Mul", "param": 0, "args": [5, 1]}});
+    assert!(serde_json::from_value::<Program>(bad).is_err());
+    // A primitive given the wrong number of operands.
+    let mut bad = json.clone();
+    bad["ops"][2] = serde_json::json!({"Apply": {"prim": "Mul", "param": 0, "args": [0]}});
+    assert!(serde_json::from_value::<Program>(bad).is_err());
+    // A primitive that does not exist.
+    let mut bad = json.clone();
+    bad["ops"][2] =
+        serde_json::json!({"Apply": {"prim": "Frobnicate", "param": 0, "args": [0, 1]}});
     assert!(serde_json::from_value::<Program>(bad).is_err());
     // An output past the end.
     let mut bad = json.clone();
@@ -54,4 +63,70 @@ fn malformed_programs_are_rejected_on_load() {
     let mut bad = json;
     bad["ops"][1] = serde_json::json!({"Input": 0});
     assert!(serde_json::from_value::<Program>(bad).is_err());
+}
+
+/// Issue 6, defect 1: a 120-byte JSON with a huge input count aborted the
+/// process (`vec![false; n_inputs]` before any check). Sizes are checked
+/// against the instruction count before anything is allocated.
+#[test]
+fn issue_6_huge_input_count_is_an_error_not_an_abort() {
+    for n in ["1000000000000", "18446744073709551615"] {
+        let json = format!(
+            r#"{{"n_inputs":{n},"ops":[],"outputs":[],"guards":[],"input_blocks":[{n}],"output_blocks":[]}}"#
+        );
+        let r = serde_json::from_str::<Program>(&json);
+        assert!(r.is_err(), "{n}: {r:?}");
+    }
+}
+
+/// Issue 6, defect 2: block widths whose sum overflows `usize` must not
+/// pass validation (in release the sum wrapped to the input count).
+#[test]
+fn issue_6_block_width_overflow_is_rejected() {
+    let json = r#"{"n_inputs":1,"ops":[{"Input":0},{"Apply":{"prim":"Sin","param":0,"args":[0]}}],
+        "outputs":[1],"guards":[],"input_blocks":[18446744073709551615,2],"output_blocks":[1]}"#;
+    let r = serde_json::from_str::<Program>(json);
+    assert!(r.is_err(), "{r:?}");
+    // The same program with sound blocks loads and runs.
+    let ok = json.replace("[18446744073709551615,2]", "[1]");
+    let p: Program = serde_json::from_str(&ok).unwrap();
+    assert_eq!(p.eval(&[0.5]).unwrap(), vec![0.5f64.sin()]);
+}
+
+/// Issue 6, defect 8: ±∞ and NaN constants did not survive JSON (written as
+/// `null`). They round-trip bit for bit, NaN payloads included.
+#[test]
+fn issue_6_non_finite_constants_round_trip() {
+    let payload_nan = f64::from_bits(0x7ff8_0000_0000_beef);
+    let consts = [
+        f64::INFINITY,
+        f64::NEG_INFINITY,
+        f64::NAN,
+        -f64::NAN,
+        payload_nan,
+        -0.0,
+        1e-310,
+    ];
+    let mut b = optic_ad::Builder::new();
+    let x = b.input();
+    let mut outs = vec![x];
+    for &c in &consts {
+        // Added to x so that each stays an instruction of its own.
+        let k = b.constant(c);
+        outs.push(b.add(x, k));
+        outs.push(k);
+    }
+    let p = b.finish(&outs).unwrap();
+    let json = serde_json::to_string(&p).unwrap();
+    assert!(
+        json.contains(r#""inf""#) && json.contains(r#""-inf""#),
+        "{json}"
+    );
+    let q: Program = serde_json::from_str(&json).unwrap();
+    let (a, c) = (p.eval(&[2.0]).unwrap(), q.eval(&[2.0]).unwrap());
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&a), bits(&c));
+    // A tag that is not one of ours is an error, not a silent NaN.
+    let bad = json.replacen(r#""inf""#, r#""infinity""#, 1);
+    assert!(serde_json::from_str::<Program>(&bad).is_err());
 }

@@ -145,6 +145,10 @@ pub fn identity_laws(f: &Program, x: &[f64], ybar: &[f64], tol: f64) -> Result<b
 /// assert!(preserves_identity(3, &[1.0, 2.0, 3.0], &[0.5, -1.0, 4.0]).unwrap());
 /// ```
 pub fn preserves_identity(n: usize, x: &[f64], ybar: &[f64]) -> Result<bool> {
+    // Lengths first: nothing of size `n` is built for a point that does not
+    // have it.
+    check_len("point", n, x.len())?;
+    check_len("output cotangent", n, ybar.len())?;
     let mut b = crate::program::Builder::new();
     let xs: Vec<_> = (0..n).map(|_| b.input()).collect();
     let id: ReverseOptic = reverse(&b.finish(&xs)?)?;

@@ -10,5 +10,5 @@ pub(crate) mod reverse;
 
 pub use crate::program::{split_stages, Stage};
 pub use forward::forward;
-pub use nested::{nest, Closures, Level, Nested};
+pub use nested::{nest, Closures, Level, MaxOrder, Nested, MAX_NESTED_LEN, MAX_ORDER};
 pub use reverse::{reverse, reverse_joint, ReverseOptic};

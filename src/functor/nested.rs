@@ -4,7 +4,7 @@
 use std::marker::PhantomData;
 use std::ops::{Add, Shl, Sub};
 
-use typenum::{Add1, IsLess, Shleft, Sub1, True, Unsigned, B1, U0, U1};
+use typenum::{Add1, IsLess, IsLessOrEqual, Shleft, Sub1, True, Unsigned, B1, U0, U1};
 
 use super::reverse::reverse_joint;
 use crate::error::{Error, Result};
@@ -26,8 +26,10 @@ use crate::program::{Seed, Stage, Staged};
 ///
 /// # Errors
 ///
-/// [`Error::Layout`] for an order above 20 (the bundle would have over a
-/// million closures).
+/// [`Error::OrderTooHigh`] for an order above [`MAX_ORDER`] (the bundle
+/// would have over a million closures), before anything is built;
+/// [`Error::ProgramTooLarge`] when a nesting level after the first would
+/// pass [`MAX_NESTED_LEN`] instructions, before that level is built.
 ///
 /// # Example
 ///
@@ -39,11 +41,12 @@ use crate::program::{Seed, Stage, Staged};
 /// assert_eq!(p2.input_blocks().len(), 4); // x, d₁, d₂, d₃
 /// ```
 pub fn nest(p: &Program, order: usize) -> Result<Program> {
-    if order > 20 {
-        return Err(Error::Layout(format!("nest: order {order} is too high")));
-    }
+    check_order(order)?;
     let mut cur = p.flatten_blocks();
     for n in 0..order {
+        if n >= 1 {
+            check_nested_size(cur.len(), order - n)?;
+        }
         let k = (1usize << n) - 1;
         let joint = reverse_joint(&cur);
         // Joint blocks: [x, d₁..d_K, ȳ, r̄₁..r̄_K] / [y, r₁..r_K, x̄, d̄₁..d̄_K].
@@ -94,6 +97,8 @@ pub(crate) fn derivative_program(p: &Program, k: usize) -> Result<Program> {
 /// every order inlined into one builder, so CSE shares what the orders have
 /// in common (seed 000 §V.C: sharing across orders).
 pub(crate) fn derivatives_program(p: &Program, order: usize) -> Result<Program> {
+    // Before anything is built: orders 0..=order would all be.
+    check_order(order)?;
     let mut b = crate::program::Builder::new();
     let x = b.input();
     let mut outs = Vec::with_capacity(order + 1);
@@ -103,6 +108,49 @@ pub(crate) fn derivatives_program(p: &Program, order: usize) -> Result<Program> 
         outs.push(map[dk.outputs()[0].index()]);
     }
     Ok(b.finish_unchecked(&outs).dce())
+}
+
+/// The highest order of the nested-closure encoding, `20`: ∂⃖²⁰ has
+/// 2²⁰ − 1 closures. The typed drivers and [`Nested`] bound their order by
+/// it at compile time; [`nest`] checks it at run time.
+pub const MAX_ORDER: usize = 20;
+
+/// [`MAX_ORDER`] as a type, for bounds: `N: IsLessOrEqual<MaxOrder, Output = True>`.
+pub type MaxOrder = typenum::U20;
+
+/// The most instructions a nesting level of [`nest`] may be expected to
+/// build: 2²² (about 4 million, a few hundred MB while building). The
+/// first application of ∂⃖ is linear in the program and is never refused;
+/// each further level at least doubles what it is given (the closure count
+/// doubles), so before level `n + 1` of an order-`N` bundle the program of
+/// `len` instructions is refused when `len · 2^(N − n + 1)` exceeds this.
+pub const MAX_NESTED_LEN: usize = 1 << 22;
+
+/// [`Error::ProgramTooLarge`] where the remaining `levels` of nesting of a
+/// program of `len` instructions would pass [`MAX_NESTED_LEN`].
+fn check_nested_size(len: usize, levels: usize) -> Result<()> {
+    let factor = 1usize.checked_shl(levels as u32 + 1).unwrap_or(usize::MAX);
+    let estimate = len.saturating_mul(factor);
+    if estimate > MAX_NESTED_LEN {
+        Err(Error::ProgramTooLarge {
+            estimate,
+            max: MAX_NESTED_LEN,
+        })
+    } else {
+        Ok(())
+    }
+}
+
+/// [`Error::OrderTooHigh`] above [`MAX_ORDER`].
+pub(crate) fn check_order(order: usize) -> Result<()> {
+    if order > MAX_ORDER {
+        Err(Error::OrderTooHigh {
+            order,
+            max: MAX_ORDER,
+        })
+    } else {
+        Ok(())
+    }
 }
 
 /// The number of closures of an order-`N` bundle, `2ᴺ − 1`, as a type.
@@ -128,6 +176,15 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 /// let (_y, l0) = n.primal(&[0.3]).unwrap();
 /// let (_r1, l1) = l0.call(&[1.0]).unwrap();
 /// let _ = l1.call(&[1.0]); // order 1 has one closure: no second call
+/// ```
+///
+/// Nor does an order above [`MAX_ORDER`]:
+///
+/// ```compile_fail,E0599
+/// use optic_ad::Nested;
+/// use typenum::U64;
+///
+/// let _ = Nested::<U64>::closures();
 /// ```
 ///
 /// # Example
@@ -159,7 +216,7 @@ pub struct Nested<N> {
     _order: PhantomData<N>,
 }
 
-impl<N: Unsigned> Nested<N> {
+impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
     /// Builds ∂⃖ᴺ of `p` and splits it into stages.
     ///
     /// # Errors

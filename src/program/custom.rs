@@ -11,7 +11,8 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock};
 
-use super::ir::{Builder, Var, MAX_ARITY};
+use super::ir::{Builder, Op, Var, MAX_ARITY};
+use crate::error::{Error, RuleMisuse};
 use crate::rules::Contribs;
 
 /// A user-defined primitive `y = f(x₁, …, xₖ)` with `1 ≤ k ≤ 3`: its
@@ -204,9 +205,18 @@ impl CustomRule {
         y: Var,
         ct: Var,
     ) -> Contribs {
+        let (inputs, start) = (b.n_inputs(), b.len());
         let g = self.inner.pullback(b, x, y, ct);
+        if let Some(misuse) = misuse(b, inputs, start, x.len(), &g) {
+            b.rollback(start, inputs);
+            b.poison(Error::BadRule {
+                rule: self.name().to_string(),
+                misuse,
+            });
+            return [None; MAX_ARITY];
+        }
         let mut out = [None; MAX_ARITY];
-        for (slot, v) in out.iter_mut().zip(g).take(x.len()) {
+        for (slot, v) in out.iter_mut().zip(g) {
             *slot = Some(v);
         }
         out
@@ -228,4 +238,37 @@ impl PartialEq for CustomRule {
     fn eq(&self, other: &Self) -> bool {
         self.same(other)
     }
+}
+
+/// How a pullback that started with `inputs` inputs and `start`
+/// instructions in `b`, and returned `g` for `arity` arguments, misused the
+/// builder, if it did. (A value of another builder whose index also exists
+/// in `b` cannot be told apart.)
+fn misuse(b: &Builder, inputs: usize, start: usize, arity: usize, g: &[Var]) -> Option<RuleMisuse> {
+    if b.n_inputs() != inputs {
+        return Some(RuleMisuse::DeclaredInput);
+    }
+    if g.len() != arity {
+        return Some(RuleMisuse::WrongCount(g.len()));
+    }
+    if g.iter().any(|v| v.index() >= b.len()) {
+        return Some(RuleMisuse::ForeignValue);
+    }
+    for (i, op) in b.ops().iter().enumerate().skip(start) {
+        if op.operands().iter().any(|o| o.index() >= i) {
+            return Some(RuleMisuse::Malformed);
+        }
+        if let Op::Custom { rule, args } = op {
+            match b.rules().get(*rule as usize) {
+                Some(r) if r.arity() == args.len() => {}
+                _ => return Some(RuleMisuse::UnknownRule),
+            }
+        }
+        if let Op::Apply { prim, args, .. } = op {
+            if prim.arity() != args.len() {
+                return Some(RuleMisuse::Malformed);
+            }
+        }
+    }
+    None
 }

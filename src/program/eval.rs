@@ -112,6 +112,9 @@ impl Program {
     /// Runs every instruction and checks the guards, leaving all values in
     /// `ws`.
     pub(crate) fn run<T: Real>(&self, ws: &mut Workspace<T>, inputs: &[T]) -> Result<()> {
+        if let Some(e) = &self.defect {
+            return Err(e.clone());
+        }
         if inputs.len() != self.n_inputs {
             return Err(Error::LengthMismatch {
                 what: "program inputs",

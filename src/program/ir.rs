@@ -117,8 +117,10 @@ impl From<Args> for Vec<Var> {
 pub enum Op {
     /// The `k`-th input of the program.
     Input(u32),
-    /// A constant.
-    Const(f64),
+    /// A constant. Serialised as a JSON number when finite, and as the
+    /// string `"inf"`, `"-inf"` or `"nan:0x…"` (the bit pattern, so every
+    /// NaN payload survives) otherwise, since JSON has no number for those.
+    Const(#[cfg_attr(feature = "serde", serde(with = "constant_serde"))] f64),
     /// A built-in primitive applied to `args` (`prim.arity()` of them);
     /// `param` is its integer attribute (the exponent of `powi`, the order
     /// of `polygamma`; 0 for the others).
@@ -203,6 +205,52 @@ pub struct Guard {
     pub ordering: Option<Ordering>,
 }
 
+/// Serialises a constant losslessly: a number when finite, otherwise a
+/// tagged string (`"inf"`, `"-inf"`, `"nan:0x7ff8000000000000"`).
+#[cfg(feature = "serde")]
+mod constant_serde {
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    #[serde(untagged)]
+    enum Repr {
+        Number(f64),
+        Tagged(String),
+    }
+
+    pub fn serialize<S: Serializer>(c: &f64, s: S) -> Result<S::Ok, S::Error> {
+        if c.is_finite() {
+            Repr::Number(*c).serialize(s)
+        } else if c.is_nan() {
+            Repr::Tagged(format!("nan:{:#018x}", c.to_bits())).serialize(s)
+        } else if *c > 0.0 {
+            Repr::Tagged("inf".into()).serialize(s)
+        } else {
+            Repr::Tagged("-inf".into()).serialize(s)
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+        match Repr::deserialize(d)? {
+            Repr::Number(c) => Ok(c),
+            Repr::Tagged(t) => match t.as_str() {
+                "inf" => Ok(f64::INFINITY),
+                "-inf" => Ok(f64::NEG_INFINITY),
+                _ => t
+                    .strip_prefix("nan:0x")
+                    .and_then(|h| u64::from_str_radix(h, 16).ok())
+                    .map(f64::from_bits)
+                    .filter(|c| c.is_nan())
+                    .ok_or_else(|| {
+                        serde::de::Error::custom(format!(
+                            "constant {t:?} is not a number, \"inf\", \"-inf\" or \"nan:0x…\""
+                        ))
+                    }),
+            },
+        }
+    }
+}
+
 /// Serialises an `Option<Ordering>` as `-1`, `0`, `1` or `null`.
 #[cfg(feature = "serde")]
 mod ordering_serde {
@@ -249,6 +297,11 @@ pub struct Program {
     pub(crate) guards: Vec<Guard>,
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) rules: Vec<CustomRule>,
+    /// Set where a user rule's pullback misused its builder while this
+    /// program (or one it was derived from) was built: evaluation returns
+    /// it instead of running.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) defect: Option<Error>,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }
@@ -276,6 +329,7 @@ impl TryFrom<ProgramData> for Program {
             outputs: d.outputs,
             guards: d.guards,
             rules: Vec::new(),
+            defect: None,
             input_blocks: d.input_blocks,
             output_blocks: d.output_blocks,
         };
@@ -493,6 +547,7 @@ pub struct Builder {
     cse: FxHashMap<Key, Var>,
     guards: Vec<Guard>,
     rules: Vec<CustomRule>,
+    defect: Option<Error>,
 }
 
 /// Builder methods for primitives, each a one-line call of
@@ -620,6 +675,29 @@ impl Builder {
     /// The rule table.
     pub fn rules(&self) -> &[CustomRule] {
         &self.rules
+    }
+
+    /// Records that what this builder builds is not valid (the first
+    /// defect is kept): [`Builder::finish`] returns it, and every program
+    /// finished or derived from here reports it when evaluated.
+    pub(crate) fn poison(&mut self, e: Error) {
+        if self.defect.is_none() {
+            self.defect = Some(e);
+        }
+    }
+
+    /// Removes everything pushed after the builder had `len` instructions
+    /// and `n_inputs` inputs (what a misbehaving pullback added), so that
+    /// the builder stays well formed.
+    pub(crate) fn rollback(&mut self, len: usize, n_inputs: usize) {
+        if len > self.ops.len() || n_inputs > self.n_inputs {
+            return;
+        }
+        self.ops.truncate(len);
+        self.n_inputs = n_inputs;
+        self.cse.retain(|_, v| v.index() < len);
+        self.guards
+            .retain(|g| g.a.index() < len && g.b.index() < len);
     }
 
     /// Records a guard.
@@ -776,7 +854,10 @@ impl Builder {
     /// index this builder never registered. A value of another builder whose
     /// index happens to exist here cannot be told apart: keep each builder's
     /// values to itself.
-    pub fn finish(self, outputs: &[Var]) -> Result<Program, crate::error::Error> {
+    pub fn finish(mut self, outputs: &[Var]) -> Result<Program, crate::error::Error> {
+        if let Some(e) = self.defect.take() {
+            return Err(e);
+        }
         let p = self.finish_unchecked(outputs);
         p.validate()?;
         Ok(p)
@@ -805,6 +886,7 @@ impl Builder {
             outputs: outputs.to_vec(),
             guards: self.guards,
             rules: self.rules,
+            defect: self.defect,
             input_blocks,
             output_blocks,
         }

@@ -9,6 +9,9 @@ impl Program {
     /// Copies `self` into `b`, mapping input `k` to `inputs[k]`; returns the
     /// value map (old instruction index → new value). Guards are copied.
     pub(crate) fn inline_into(&self, b: &mut Builder, inputs: &[Var]) -> Vec<Var> {
+        if let Some(e) = &self.defect {
+            b.poison(e.clone());
+        }
         let rule_ids: Vec<u32> = self.rules.iter().map(|r| b.register_rule(r)).collect();
         let mut map: Vec<Var> = Vec::with_capacity(self.ops.len());
         for op in &self.ops {
@@ -247,6 +250,28 @@ impl Program {
         let m2 = next.inline_into(&mut b, &mid);
         let outs: Vec<Var> = next.outputs.iter().map(|v| m2[v.index()]).collect();
         Ok(b.finish_blocks(&outs, self.input_blocks.clone(), next.output_blocks.clone()))
+    }
+
+    /// The same program with every output that is a structural zero (the
+    /// constant `−0.0`, see [`Builder`]) returning `+0.0` instead: what the
+    /// drivers hand to users, for whom "no dependence" is the number 0.
+    pub(crate) fn positive_zero_outputs(mut self) -> Program {
+        let is_structural = |op: &Op| matches!(op, Op::Const(c) if c.to_bits() == super::ir::STRUCTURAL_ZERO.to_bits());
+        if !self
+            .outputs
+            .iter()
+            .any(|o| is_structural(&self.ops[o.index()]))
+        {
+            return self;
+        }
+        let zero = Var(self.ops.len() as u32);
+        self.ops.push(Op::Const(0.0));
+        for o in &mut self.outputs {
+            if is_structural(&self.ops[o.index()]) {
+                *o = zero;
+            }
+        }
+        self
     }
 
     /// The positions of output block `j` among the outputs; `None` if there

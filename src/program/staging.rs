@@ -156,6 +156,9 @@ pub fn split_stages(
     }
     for (s, &stage_len) in per_stage.iter().enumerate() {
         let mut b = Builder::with_capacity(stage_len + carried.len());
+        if let Some(e) = &p.defect {
+            b.poison(e.clone());
+        }
         let mut local: Vec<Option<Var>> = vec![None; n];
         for &i in &carried {
             local[i] = Some(b.input());

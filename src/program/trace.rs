@@ -14,7 +14,7 @@ use std::cell::RefCell;
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
-use std::sync::atomic::{AtomicU32, Ordering as AtomicOrdering};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use super::ir::{Builder, Op, Program, Var, MAX_ARITY};
 use crate::error::{Error, Result};
@@ -29,17 +29,17 @@ use crate::rules::{CustomRule, Prim};
 /// ([`Error::ForeignTracer`]) reported by the trace it is used in.
 #[derive(Clone, Copy, Debug)]
 pub struct Tracer {
-    trace: u32,
+    trace: u64,
     var: u32,
 }
 
 struct Frame {
-    id: u32,
+    id: u64,
     builder: Builder,
     input_vals: Vec<f64>,
     vals: Vec<f64>,
     captures: Vec<Tracer>,
-    capture_map: HashMap<(u32, u32), Var>,
+    capture_map: HashMap<(u64, u32), Var>,
     error: Option<Error>,
 }
 
@@ -85,7 +85,7 @@ impl Frame {
 
 /// Brings the values of frame `id` up to date, computing user rules'
 /// values with the stack released.
-fn settle(id: u32) {
+fn settle(id: u64) {
     loop {
         let pending = STACK.with(|s| {
             let mut stack = s.borrow_mut();
@@ -106,9 +106,10 @@ thread_local! {
 }
 
 /// Trace identifiers are unique across threads, so a tracer sent to another
-/// thread is never taken for one of that thread's values. (They wrap after
-/// 2³² traces; 0 is never used.)
-static NEXT_ID: AtomicU32 = AtomicU32::new(1);
+/// thread is never taken for one of that thread's values. They are 64-bit:
+/// at one trace a nanosecond they would wrap after 584 years, so a tracer
+/// that escaped its trace can never alias a live one. 0 is never used.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The tracer returned when no trace is active: it belongs to no trace, so
 /// any trace it reaches reports [`Error::ForeignTracer`].
@@ -217,7 +218,7 @@ fn primal_of(t: Tracer) -> f64 {
 
 /// Pops the frame it pushed, even if the traced code panics.
 struct FrameGuard {
-    id: u32,
+    id: u64,
 }
 
 impl Drop for FrameGuard {

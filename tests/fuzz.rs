@@ -1,0 +1,457 @@
+//! Fuzzing of everything a user controls (issue 6): programs deserialised
+//! from arbitrary JSON text and from arbitrary structured values, every
+//! public driver and constructor with arbitrary lengths, orders, seeds and
+//! non-finite values, and user rules whose pullbacks misuse the builder.
+//!
+//! The property of every target is the same: no panic (each case runs
+//! under `catch_unwind`), no abort, and no runaway allocation. Results may
+//! be `Ok` or `Err`; where the misuse is detectable the error is checked.
+//!
+//! proptest drives it (already the crate's property-test engine; its
+//! strategies compose into the structured inputs below, and failures
+//! shrink). The number of cases per target is `OPTIC_FUZZ_CASES`, 256 by
+//! default so that CI stays quick; the long run is
+//!
+//! ```text
+//! OPTIC_FUZZ_CASES=100000 cargo test --release --all-features --test fuzz -- --nocapture
+//! ```
+
+use std::panic::{catch_unwind, AssertUnwindSafe};
+
+use num_dual::{Dual3_64, Dual64};
+use optic_ad::functor::laws;
+use optic_ad::{
+    derivative, gradient, hessian, hvp, jacobian, jvp, nest, reverse, split_stages, trace, vjp,
+    Args, Builder, CustomRule, Derivatives, Error, Gradient, Hvp, Nested, Op, Prim, Program, Real,
+    ScalarRule, Tracer, Var,
+};
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngSeed, TestRunner};
+use serde_json::{json, Value};
+use typenum::{U2, U3};
+
+fn cases() -> u32 {
+    std::env::var("OPTIC_FUZZ_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(256)
+}
+
+/// Runs `body` on `cases()` values of `strategy`; fails on the first panic.
+fn fuzz<S: Strategy>(name: &str, strategy: S, body: impl Fn(S::Value))
+where
+    S::Value: std::fmt::Debug + Clone,
+{
+    let mut runner = TestRunner::new(Config {
+        cases: cases(),
+        failure_persistence: None,
+        rng_seed: RngSeed::Fixed(0x0f_0f_ad),
+        max_shrink_iters: 200,
+        ..Config::default()
+    });
+    let n = std::cell::Cell::new(0u64);
+    let result = runner.run(&strategy, |v| {
+        n.set(n.get() + 1);
+        let v2 = v.clone();
+        match catch_unwind(AssertUnwindSafe(|| body(v2))) {
+            Ok(()) => Ok(()),
+            Err(_) => Err(TestCaseError::fail(format!("panicked on {v:?}"))),
+        }
+    });
+    eprintln!(
+        "[fuzz {name}] {} cases, no panic: {}",
+        n.get(),
+        result.is_ok()
+    );
+    if let Err(e) = result {
+        panic!("[fuzz {name}] {e}");
+    }
+}
+
+/// A value that is often hostile: ±0, ±∞, NaN, tiny, huge, or ordinary.
+fn scalar() -> impl Strategy<Value = f64> {
+    prop_oneof![
+        3 => -4.0..4.0f64,
+        1 => Just(0.0),
+        1 => Just(-0.0),
+        1 => Just(f64::INFINITY),
+        1 => Just(f64::NEG_INFINITY),
+        1 => Just(f64::NAN),
+        1 => Just(1e-310),
+        1 => Just(1e308),
+        1 => any::<f64>(),
+    ]
+}
+
+fn scalars(max: usize) -> impl Strategy<Value = Vec<f64>> {
+    prop::collection::vec(scalar(), 0..=max)
+}
+
+/// Exercises a program that loaded: evaluation, transforms, printing.
+fn exercise(p: &Program) {
+    let _ = p.validate();
+    let _ = format!("{p}");
+    if p.n_inputs() > 64 || p.len() > 4096 {
+        return;
+    }
+    let x: Vec<f64> = (0..p.n_inputs()).map(|i| 0.3 + i as f64).collect();
+    let _ = p.eval(&x);
+    let _ = p.eval(&x[..x.len().saturating_sub(1)]);
+    let _ = p.schedule().eval(&x);
+    if let Ok(r) = reverse(p) {
+        let _ = r
+            .joint()
+            .eval(&[x.clone(), vec![1.0; p.n_outputs()]].concat());
+    }
+    let _ = optic_ad::functor::forward(p).eval(&[x.clone(), x.clone()].concat());
+    if p.len() < 256 {
+        let _ = nest(p, 2).map(|q| q.len());
+    }
+    let _ = p.specialize(&vec![None; p.n_inputs()], &[0]);
+    let _ = p.permute_blocks(&[0], &[0]);
+    let _ = p.dce();
+    let _ = split_stages(p, &[0], &[0], 1);
+    let json = serde_json::to_string(p).expect("a loaded program serialises");
+    let q: Program = serde_json::from_str(&json).expect("and loads again");
+    let bits = |v: Vec<f64>| v.into_iter().map(f64::to_bits).collect::<Vec<_>>();
+    if let (Ok(a), Ok(b)) = (p.eval(&x), q.eval(&x)) {
+        assert_eq!(bits(a), bits(b), "round trip changed values");
+    }
+}
+
+fn valid_program_json() -> String {
+    let p = trace(
+        |x| {
+            let y = x[0].sin() * x[1] + x[1].hypot(x[0]).ln_1p();
+            vec![y, x[0].powi(3).max(x[1]), x[1].polygamma(1)]
+        },
+        &[0.4, 1.5],
+    )
+    .unwrap();
+    serde_json::to_string(&p).unwrap()
+}
+
+/// Arbitrary text, and valid JSON with characters replaced or spliced in.
+#[test]
+fn fuzz_program_from_json_text() {
+    let base = valid_program_json();
+    let len = base.len();
+    let text = prop_oneof![
+        "[ -~]{0,200}".prop_map(|s| s),
+        (0..len, "[-0-9eE.:\\[\\]{}\",a-z]{1,24}").prop_map(move |(at, ins)| {
+            let mut s = valid_program_json();
+            let at = (0..=at).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+            s.insert_str(at, &ins);
+            s
+        }),
+        (0..len, 1usize..12).prop_map(move |(at, n)| {
+            let mut s = valid_program_json();
+            let at = (0..=at).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
+            let end = (at + n).min(s.len());
+            let end = (end..=s.len())
+                .find(|&i| s.is_char_boundary(i))
+                .unwrap_or(s.len());
+            s.replace_range(at..end, "");
+            s
+        }),
+        (
+            0..len,
+            prop::sample::select(vec![
+                "18446744073709551615",
+                "1000000000000",
+                "-1",
+                "1e400",
+                "\"nan:0x7ff8000000000001\"",
+                "\"inf\"",
+                "null",
+                "4294967295",
+                "[]",
+                "{}",
+            ])
+        )
+            .prop_map(move |(at, tok)| {
+                // Replace the number that starts at or after `at`.
+                let mut s = valid_program_json();
+                if let Some(off) = s[at..].find(|c: char| c.is_ascii_digit()) {
+                    let start = at + off;
+                    let end = s[start..]
+                        .find(|c: char| !c.is_ascii_digit())
+                        .map_or(s.len(), |e| start + e);
+                    s.replace_range(start..end, tok);
+                }
+                s
+            }),
+    ];
+    fuzz("json text", text, |s| {
+        if let Ok(p) = serde_json::from_str::<Program>(&s) {
+            exercise(&p);
+        }
+    });
+}
+
+fn op_value() -> impl Strategy<Value = Value> {
+    let index = prop_oneof![3 => 0u64..8, 1 => any::<u64>(), 1 => Just(u32::MAX as u64)];
+    let names: Vec<&'static str> = Prim::all()
+        .map(|p| {
+            let s: &'static str = Box::leak(format!("{p:?}").into_boxed_str());
+            s
+        })
+        .chain(["Nope", ""])
+        .collect();
+    prop_oneof![
+        index.clone().prop_map(|k| json!({ "Input": k })),
+        scalar().prop_map(|c| {
+            if c.is_finite() {
+                json!({ "Const": c })
+            } else {
+                json!({ "Const": if c.is_nan() { "nan:0x7ff8000000000000".to_string() } else if c > 0.0 { "inf".into() } else { "-inf".into() } })
+            }
+        }),
+        (
+            prop::sample::select(names),
+            any::<i32>(),
+            prop::collection::vec(index.clone(), 0..5)
+        )
+            .prop_map(|(p, param, args)| json!({ "Apply": { "prim": p, "param": param, "args": args } })),
+        (index.clone(), prop::collection::vec(index, 0..5))
+            .prop_map(|(rule, args)| json!({ "Custom": { "rule": rule, "args": args } })),
+    ]
+}
+
+/// Arbitrary structured values of the program's shape.
+#[test]
+fn fuzz_program_from_structured_values() {
+    let size = prop_oneof![4 => 0u64..8, 1 => any::<u64>()];
+    let idx = prop_oneof![4 => 0u64..10, 1 => any::<u64>()];
+    let guard = (
+        idx.clone(),
+        idx.clone(),
+        prop::sample::select(vec![json!(-1), json!(0), json!(1), json!(null), json!(2)]),
+    )
+        .prop_map(|(a, b, o)| json!({ "a": a, "b": b, "ordering": o }));
+    let value = (
+        size.clone(),
+        prop::collection::vec(op_value(), 0..12),
+        prop::collection::vec(idx.clone(), 0..4),
+        prop::collection::vec(guard, 0..3),
+        prop::collection::vec(size.clone(), 0..3),
+        prop::collection::vec(size, 0..3),
+    )
+        .prop_map(|(n, ops, outputs, guards, ib, ob)| {
+            json!({
+                "n_inputs": n, "ops": ops, "outputs": outputs, "guards": guards,
+                "input_blocks": ib, "output_blocks": ob,
+            })
+        });
+    fuzz("structured values", value, |v| {
+        if let Ok(p) = serde_json::from_value::<Program>(v) {
+            exercise(&p);
+        }
+    });
+}
+
+/// A random scalar function over the primitive table.
+#[derive(Clone, Debug)]
+struct RandomFn {
+    /// (primitive, parameter, operand choices); operand `i` picks among the
+    /// values so far.
+    steps: Vec<(Prim, i32, [usize; 3])>,
+}
+
+impl RandomFn {
+    fn eval<T: Real>(&self, x: &[T]) -> T {
+        let mut vals: Vec<T> = x.to_vec();
+        if vals.is_empty() {
+            vals.push(T::cst(0.5));
+        }
+        for &(prim, param, ops) in &self.steps {
+            let args: Vec<T> = ops[..prim.arity()]
+                .iter()
+                .map(|&i| vals[i % vals.len()])
+                .collect();
+            vals.push(T::apply(prim, param, &args));
+        }
+        *vals.last().expect("nonempty")
+    }
+}
+
+fn random_fn() -> impl Strategy<Value = RandomFn> {
+    let prims: Vec<Prim> = Prim::all().collect();
+    let param = prop_oneof![4 => -4i32..5, 1 => any::<i32>()];
+    prop::collection::vec(
+        (prop::sample::select(prims), param, any::<[usize; 3]>()),
+        1..8,
+    )
+    .prop_map(|steps| RandomFn { steps })
+}
+
+/// Every driver and constructor with arbitrary lengths, orders, seeds and
+/// non-finite values.
+#[test]
+fn fuzz_drivers() {
+    // Deep nesting runs until the size budget refuses it (about a second):
+    // rare, so that the long run stays within the hour.
+    let order = prop_oneof![200 => 0usize..5, 1 => 5usize..24];
+    let input = (
+        random_fn(),
+        scalars(4),
+        scalars(4),
+        scalars(4),
+        order,
+        any::<usize>(),
+    );
+    fuzz("drivers", input, |(f, x, v, w, order, big)| {
+        let g = |t: &[Tracer]| f.eval(t);
+        let gv = |t: &[Tracer]| vec![f.eval(t), f.eval(t) * 2.0];
+        let _ = gradient(g, &x);
+        let _ = vjp(gv, &x, &w);
+        let _ = jvp(gv, &x, &v);
+        let _ = hvp(g, &x, &v);
+        let _ = hessian(g, &x);
+        let _ = jacobian(gv, &x);
+        let x0 = x.first().copied().unwrap_or(0.3);
+        let s = |t: Tracer| f.eval(&[t]);
+        let _ = derivative::<U3, _>(s, x0);
+        if let Ok(mut d) = Derivatives::<U2, _>::new(s, x0) {
+            for &p in &v {
+                let _ = d.eval(p);
+            }
+        }
+        if let Ok(mut gr) = Gradient::new(g, &x) {
+            let mut out = vec![0.0; w.len()];
+            let _ = gr.eval(&v, &mut out);
+            let _ = gr.eval(&x, &mut vec![0.0; x.len()]);
+        }
+        if let Ok(mut h) = Hvp::new(g, &x) {
+            let mut out = vec![0.0; w.len()];
+            let _ = h.apply(&v, &mut out);
+            let _ = h.linearize(&v);
+            let _ = h.apply(&v, &mut out);
+            let _ = h.linearize_with_gradient(&x, &mut out);
+        }
+        // The same function on num-dual numbers.
+        let d: Vec<Dual3_64> = x.iter().map(|&a| Dual3_64::new(a, 1.0, 0.0, 0.0)).collect();
+        let _ = f.eval(&d);
+        let d: Vec<Dual64> = x.iter().map(|&a| Dual64::new(a, 1.0)).collect();
+        let _ = f.eval(&d);
+        // Programs, orders and stages.
+        if let Ok(p) = trace(|t| vec![f.eval(t)], &x) {
+            let _ = nest(&p, order);
+            let _ = nest(&p, big);
+            if let Ok(n) = Nested::<U2>::new(&p) {
+                if let Ok((_, l0)) = n.primal(&x) {
+                    if let Ok((_, l1)) = l0.call(&w) {
+                        let _ = l1.call(&v);
+                    }
+                }
+            }
+            let stages: Vec<usize> = v.iter().map(|a| (a.abs() as usize) % 3).collect();
+            let _ = split_stages(&p, &stages, &stages, big % 4);
+            let perm: Vec<usize> = v.iter().map(|a| (a.abs() as usize) % 3).collect();
+            let _ = p.permute_blocks(&perm, &perm);
+            let fixed: Vec<Option<f64>> = w.iter().map(|&a| a.is_finite().then_some(a)).collect();
+            let _ = p.specialize(&fixed, &[big % 3]);
+            let _ = laws::preserves_identity(big % (1 << 40), &x, &v);
+            let _ = laws::forward_preserves_identity(big % (1 << 40), &x, &v);
+            let _ = laws::composition_law(&p, &p, &x, &w, 1e-9);
+            let _ = laws::identity_laws(&p, &x, &w, 1e-9);
+        }
+    });
+}
+
+/// A pullback that misuses its builder in a random way.
+#[derive(Clone, Debug)]
+struct Misbehaving {
+    kind: u8,
+    index: u32,
+    prim: Prim,
+    arity: usize,
+}
+
+impl ScalarRule for Misbehaving {
+    fn name(&self) -> &str {
+        "misbehaving"
+    }
+    fn value(&self, x: f64) -> f64 {
+        x.sin()
+    }
+    fn pullback(&self, b: &mut Builder, x: Var, _y: Var, ct: Var) -> Var {
+        let foreign = || {
+            let mut other = Builder::new();
+            let mut v = other.input();
+            for _ in 0..(self.index % 300) {
+                v = other.exp(v);
+            }
+            v
+        };
+        match self.kind % 7 {
+            0 => foreign(),
+            1 => {
+                let args = Args::new(&[x]).expect("one operand");
+                b.push(Op::Custom {
+                    rule: self.index,
+                    args,
+                })
+            }
+            2 => {
+                let z = b.input();
+                b.mul(ct, z)
+            }
+            3 => {
+                // A primitive with the wrong number of operands.
+                let ops = vec![x; self.arity];
+                b.apply(self.prim, 0, &ops)
+            }
+            4 => {
+                // An operand from another builder inside a pushed instruction.
+                let f = foreign();
+                b.mul(ct, f)
+            }
+            5 => {
+                let c = b.cos(x);
+                b.mul(ct, c)
+            }
+            _ => ct,
+        }
+    }
+}
+
+/// User rules whose pullbacks misuse the builder, through every driver.
+#[test]
+fn fuzz_user_rules() {
+    let prims: Vec<Prim> = Prim::all().collect();
+    let rule = (
+        any::<u8>(),
+        any::<u32>(),
+        prop::sample::select(prims),
+        0usize..5,
+    )
+        .prop_map(|(kind, index, prim, arity)| Misbehaving {
+            kind,
+            index,
+            prim,
+            arity,
+        });
+    fuzz("user rules", (rule, scalars(3)), |(m, x)| {
+        let sound = matches!(m.kind % 7, 5 | 6) || (m.kind % 7 == 3 && m.arity == m.prim.arity());
+        let r = CustomRule::new(m);
+        let g = |t: &[Tracer]| {
+            t.iter()
+                .fold(Tracer::cst(0.0), |a, &v| a + v.apply_rule(&r))
+        };
+        let results = [
+            gradient(g, &x).err(),
+            hvp(g, &x, &x).err(),
+            derivative::<U2, _>(|t| t.apply_rule(&r), x.first().copied().unwrap_or(0.2)).err(),
+        ];
+        for e in results.into_iter().flatten() {
+            if !sound {
+                assert!(
+                    matches!(e, Error::BadRule { .. } | Error::EmptyInput(_)),
+                    "a misuse reported as {e:?}"
+                );
+            }
+        }
+        let _ = Dual3_64::new(0.4, 1.0, 0.0, 0.0).apply_rule(&r);
+    });
+}
