@@ -10,7 +10,7 @@ pub(crate) mod private {
     use crate::rules::{CustomRule, Prim};
 
     /// Crate-internal hooks; the trait is sealed through it.
-    pub trait Internal: Sized + Copy {
+    pub trait Internal: Sized {
         /// The primal (real) part, for tracing at this point.
         fn primal(&self) -> f64;
         /// Converts a captured tracer of an enclosing trace, if this type
@@ -18,20 +18,6 @@ pub(crate) mod private {
         fn from_tracer(t: crate::program::trace::Tracer) -> Option<Self>;
         /// Applies a built-in primitive (`x.len() == prim.arity()`).
         fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self;
-        /// Applies a built-in primitive to the operands `args` read from
-        /// `vals` (the interpreter's form; f64 overrides it with the table's
-        /// direct path).
-        #[inline(always)]
-        fn apply_prim_at(
-            prim: Prim,
-            param: i32,
-            args: &crate::program::Args,
-            vals: &[Self],
-        ) -> Self {
-            let [a, b, c] = args.padded();
-            let x = [vals[a.index()], vals[b.index()], vals[c.index()]];
-            Self::apply_prim(prim, param, &x[..args.len().min(x.len())])
-        }
         /// Applies a user rule (`x.len() == rule.arity()`; NaN otherwise).
         fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self;
     }
@@ -301,10 +287,6 @@ impl private::Internal for f64 {
     #[inline(always)]
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
         prim.value(x, param)
-    }
-    #[inline(always)]
-    fn apply_prim_at(prim: Prim, param: i32, args: &crate::program::Args, vals: &[Self]) -> Self {
-        prim.eval_f64(param, args, vals)
     }
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
         rule.value(x)

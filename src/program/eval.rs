@@ -1,8 +1,98 @@
 //! The interpreter: evaluates a [`Program`] over any [`Real`].
 
-use super::ir::{Op, Program, Var};
+use std::sync::OnceLock;
+
+use super::ir::{Args, Op, Program, Var};
 use crate::error::{Error, Result};
 use crate::real::Real;
+use crate::rules::{opcode, Prim};
+
+/// One instruction of the compact form the interpreter runs: 16 bytes, an
+/// opcode byte (a primitive's table index, or input, constant, user rule)
+/// and three 32-bit slots: the operands; for a primitive of fewer than
+/// three operands, its parameter in the last slot; for a constant, its bits
+/// in the last two; for an input its number, and for a user rule its entry
+/// in [`Lowered::customs`], in the first.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct Instr {
+    pub(crate) code: u8,
+    pub(crate) a: u32,
+    pub(crate) b: u32,
+    pub(crate) c: u32,
+}
+
+/// A program in the compact form: its instructions, and the user-rule
+/// applications they refer to.
+#[derive(Debug, Default)]
+pub(crate) struct Lowered {
+    code: Vec<Instr>,
+    customs: Vec<(u32, Args)>,
+}
+
+/// The compact form of a program, built on its first evaluation. A clone
+/// of a program starts without one (the clone's instructions may be
+/// changed), and it takes no part in comparisons.
+#[derive(Debug, Default)]
+pub(crate) struct LoweredCache(OnceLock<Lowered>);
+
+impl Clone for LoweredCache {
+    fn clone(&self) -> Self {
+        LoweredCache::default()
+    }
+}
+
+impl PartialEq for LoweredCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Program {
+    /// The compact form of the instruction stream.
+    fn lower(&self) -> Lowered {
+        let mut customs = Vec::new();
+        let code = self
+            .ops
+            .iter()
+            .map(|op| match *op {
+                Op::Input(k) => Instr {
+                    code: opcode::INPUT,
+                    a: k,
+                    b: 0,
+                    c: 0,
+                },
+                Op::Const(c) => {
+                    let bits = c.to_bits();
+                    Instr {
+                        code: opcode::CONST,
+                        a: 0,
+                        b: bits as u32,
+                        c: (bits >> 32) as u32,
+                    }
+                }
+                Op::Apply { prim, param, args } => {
+                    let [a, b, c] = args.padded();
+                    Instr {
+                        code: opcode::of(prim),
+                        a: a.0,
+                        b: b.0,
+                        c: if prim.arity() < 3 { param as u32 } else { c.0 },
+                    }
+                }
+                Op::Custom { rule, args } => {
+                    customs.push((rule, args));
+                    Instr {
+                        code: opcode::CUSTOM,
+                        a: (customs.len() - 1) as u32,
+                        b: 0,
+                        c: 0,
+                    }
+                }
+            })
+            .collect();
+        Lowered { code, customs }
+    }
+}
 
 /// Reusable evaluation buffer: one slot per instruction. Keeping one per
 /// program and calling [`Program::eval_with`] makes repeated evaluation
@@ -109,6 +199,20 @@ impl Program {
         Ok(())
     }
 
+    /// A user rule's instruction (kept off the interpreter's hot path).
+    #[inline(never)]
+    fn custom<T: Real>(&self, low: &Lowered, ins: &Instr, vals: &[T]) -> T {
+        let Some(&(rule, args)) = low.customs.get(ins.a as usize) else {
+            return T::cst(f64::NAN);
+        };
+        let [a, b, c] = args.padded();
+        let x = [vals[a.index()], vals[b.index()], vals[c.index()]];
+        match self.rules.get(rule as usize) {
+            Some(r) => T::apply_custom(r, &x[..args.len()]),
+            None => T::cst(f64::NAN),
+        }
+    }
+
     /// Runs every instruction and checks the guards, leaving all values in
     /// `ws`.
     pub(crate) fn run<T: Real>(&self, ws: &mut Workspace<T>, inputs: &[T]) -> Result<()> {
@@ -122,23 +226,22 @@ impl Program {
                 got: inputs.len(),
             });
         }
+        let low = self.lowered.0.get_or_init(|| self.lower());
         let vals = &mut ws.vals;
-        vals.clear();
-        vals.reserve(self.ops.len());
-        for op in &self.ops {
-            // Operands always precede their use, so every index is below
-            // `vals.len()`.
-            let v = match *op {
-                Op::Input(k) => inputs[k as usize],
-                Op::Const(c) => T::cst(c),
-                Op::Apply { prim, param, args } => T::apply_prim_at(prim, param, &args, vals),
-                Op::Custom { rule, args } => {
-                    let [a, b, c] = args.padded();
-                    let x = [vals[a.index()], vals[b.index()], vals[c.index()]];
-                    T::apply_custom(&self.rules[rule as usize], &x[..args.len()])
-                }
-            };
-            vals.push(v);
+        // Sized once (no allocation in steady state), then written in
+        // place: no length update or capacity check per instruction.
+        // Operands always precede their use, so every read is of a value
+        // already written in this run.
+        if vals.len() != low.code.len() {
+            // Any value will do as filler; an input's, because a constant
+            // would be recorded by a tracer.
+            let filler = inputs.first().copied().unwrap_or_else(|| T::cst(0.0));
+            vals.clear();
+            vals.resize(low.code.len(), filler);
+        }
+        for (i, ins) in low.code.iter().enumerate() {
+            let v = Prim::eval_instr(ins, inputs, vals, || self.custom(low, ins, vals));
+            vals[i] = v;
         }
         for (index, g) in self.guards.iter().enumerate() {
             let now = vals[g.a.index()].partial_cmp(&vals[g.b.index()]);

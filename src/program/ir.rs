@@ -302,6 +302,9 @@ pub struct Program {
     /// it instead of running.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) defect: Option<Error>,
+    /// The compact form the interpreter runs, built on first evaluation.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) lowered: super::eval::LoweredCache,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }
@@ -330,6 +333,7 @@ impl TryFrom<ProgramData> for Program {
             guards: d.guards,
             rules: Vec::new(),
             defect: None,
+            lowered: Default::default(),
             input_blocks: d.input_blocks,
             output_blocks: d.output_blocks,
         };
@@ -887,6 +891,7 @@ impl Builder {
             guards: self.guards,
             rules: self.rules,
             defect: self.defect,
+            lowered: Default::default(),
             input_blocks,
             output_blocks,
         }

@@ -266,6 +266,7 @@ impl Program {
         }
         let zero = Var(self.ops.len() as u32);
         self.ops.push(Op::Const(0.0));
+        self.lowered = Default::default();
         for o in &mut self.outputs {
             if is_structural(&self.ops[o.index()]) {
                 *o = zero;

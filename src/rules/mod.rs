@@ -36,7 +36,7 @@ mod trig;
 
 pub use crate::program::custom::{CustomRule, Rule, ScalarRule};
 
-use crate::program::{Args, Builder, Op, Var, MAX_ARITY};
+use crate::program::{Builder, Op, Var, MAX_ARITY};
 
 /// A num-dual number type over f64 (`Dual64`, `Dual2_64`, `Dual3_64`,
 /// `HyperDual64`, …), as the primitives' num-dual values see it.
@@ -163,21 +163,34 @@ macro_rules! table {
                 match self { $( $( Prim::$P => <$fam::$P as Primitive>::value(x, param), )* )* }
             }
 
-            /// The f64 value with operands `args` read from `vals`: exactly
-            /// `arity` reads into a fixed-size array, so the definition's
-            /// operand accesses need no checks (the interpreter's path).
+            /// Evaluates one instruction of the compact evaluation form
+            /// ([`crate::program::eval`]): one flat `match` on its opcode
+            /// over every primitive, an input and a constant, so the
+            /// interpreter pays one indirect jump per instruction. Each
+            /// primitive's arm reads exactly its `ARITY` operands and, for
+            /// f64, inlines the primitive's value. User rules go to `other`.
             #[inline(always)]
-            pub(crate) fn eval_f64(self, param: i32, args: &Args, vals: &[f64]) -> f64 {
-                let a = args.padded();
-                match self {
-                    $( $( Prim::$P => {
+            pub(crate) fn eval_instr<T: crate::Real>(
+                ins: &crate::program::eval::Instr,
+                inputs: &[T],
+                vals: &[T],
+                other: impl FnOnce() -> T,
+            ) -> T {
+                let slots = [ins.a, ins.b, ins.c];
+                match ins.code {
+                    opcode::INPUT => inputs[ins.a as usize],
+                    opcode::CONST => T::cst(f64::from_bits(
+                        u64::from(ins.b) | (u64::from(ins.c) << 32),
+                    )),
+                    $( $( opcode::$P => {
                         const N: usize = <$fam::$P as Primitive>::ARITY;
-                        let mut x = [0.0f64; N];
-                        for (xi, v) in x.iter_mut().zip(&a) {
-                            *xi = vals[v.index()];
-                        }
-                        <$fam::$P as Primitive>::value(&x, param)
+                        let x: [T; N] = std::array::from_fn(|i| vals[slots[i] as usize]);
+                        // The parameter is in the slot past the operands
+                        // (primitives with three operands have none).
+                        let param = if N < 3 { ins.c as i32 } else { 0 };
+                        T::apply_prim(Prim::$P, param, &x)
                     } )* )*
+                    _ => other(),
                 }
             }
 
@@ -221,6 +234,37 @@ macro_rules! table {
 }
 
 arith_list! { [] power_list exp_log_list trig_list hyperbolic_list special_list nonsmooth_list table }
+
+/// The opcodes of the compact evaluation form: an input, a constant and a
+/// user rule, then the primitives in table order (one dense range, so the
+/// interpreter's dispatch is one jump table).
+#[allow(non_upper_case_globals)]
+pub(crate) mod opcode {
+    use super::Prim;
+
+    macro_rules! codes {
+        ([$( $fam:ident { $( $(#[$vmeta:meta])* $P:ident ),* $(,)? } )*]) => {
+            $( $( pub(crate) const $P: u8 = FIRST_PRIM + Prim::$P as u8; )* )*
+        };
+    }
+    arith_list! { [] power_list exp_log_list trig_list hyperbolic_list special_list nonsmooth_list codes }
+
+    const _: () = assert!(Prim::ALL.len() + 3 <= 256, "opcodes must fit in a byte");
+    /// An input.
+    pub(crate) const INPUT: u8 = 0;
+    /// A constant.
+    pub(crate) const CONST: u8 = 1;
+    /// A user rule.
+    pub(crate) const CUSTOM: u8 = 2;
+    /// The first primitive's opcode.
+    const FIRST_PRIM: u8 = 3;
+
+    /// A primitive's opcode.
+    #[inline]
+    pub(crate) fn of(prim: Prim) -> u8 {
+        FIRST_PRIM + prim as u8
+    }
+}
 
 impl Prim {
     /// A dense ordinal, for passes that group instructions by primitive.
