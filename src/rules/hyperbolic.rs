@@ -3,8 +3,10 @@
 //! Pullbacks, for `y = f(x)` and cotangent `ȳ` (Abramowitz & Stegun
 //! 4.5.17–19, 4.6.38–40):
 //!
-//! * `sinh x`: `ȳ cosh x`; `cosh x`: `ȳ sinh x`; `tanh x`: `ȳ / cosh² x`
+//! * `sinh x`: `ȳ cosh x`; `cosh x`: `ȳ sinh x`; `tanh x`: `ȳ sech² x`
 //!   (not `ȳ (1 − tanh² x)`, which cancels where `|tanh x| → 1`)
+//! * `sech² x = s`: `−2 ȳ s tanh x`, so every derivative of `tanh` is a
+//!   polynomial in `tanh x` and `sech² x`
 //! * `asinh x`: `ȳ / hypot(x, 1)` (no overflow of `x² + 1`)
 //! * `acosh x`: `ȳ / √((x − 1)(x + 1))`, `+∞` at 1
 //! * `atanh x`: `ȳ / ((1 − x)(1 + x))`
@@ -34,6 +36,8 @@ macro_rules! hyperbolic_list {
             Acosh,
             /// `atanh x` (NaN outside `[−1, 1]`).
             Atanh,
+            /// `sech² x = 1 / cosh² x`, the derivative of `tanh`.
+            Sech2,
         }] $($rest)* }
     };
 }
@@ -63,12 +67,12 @@ unary!(
     "tanh",
     |x| x.tanh(),
     |b, x, _y, ct| {
-        // sech² x = 1 / cosh² x: no cancellation where |tanh x| → 1 (the
-        // form 1 − y² loses all accuracy there: tanh′(20) would be 0, not
-        // 1.7e-17).
-        let c = b.cosh(x);
-        let c2 = b.mul(c, c);
-        b.div(ct, c2)
+        // sech² x as a primitive of its own: no cancellation where
+        // |tanh x| → 1 (the form 1 − y² loses all accuracy there: tanh′(20)
+        // would be 0, not 1.7e-17), and every higher derivative is a
+        // polynomial in tanh x and sech² x, so no order adds a call.
+        let s = b.apply(super::Prim::Sech2, 0, &[x]);
+        b.mul(ct, s)
     },
     |d| Some(d.tanh())
 );
@@ -110,3 +114,24 @@ unary!(
     },
     |d| (d.re().abs() < 1.0).then(|| d.atanh())
 );
+
+/// `sech² x = 1 / cosh² x`.
+pub struct Sech2;
+impl Primitive for Sech2 {
+    const NAME: &'static str = "sech2";
+    const ARITY: usize = 1;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        // cosh overflows to ∞ past |x| ≈ 710, where sech² x is below the
+        // smallest subnormal anyway: 1/∞ = 0 is the right answer.
+        let c = x[0].cosh();
+        1.0 / (c * c)
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
+        // (sech² x)′ = −2 sech² x tanh x.
+        let t = b.tanh(x[0]);
+        let st = b.mul(y, t);
+        let d = b.scale(-2.0, st);
+        [Some(b.mul(ct, d)), None, None]
+    }
+}

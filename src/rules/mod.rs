@@ -176,7 +176,12 @@ macro_rules! table {
                 vals: &[T],
                 other: impl FnOnce() -> T,
             ) -> T {
-                let slots = [ins.a, ins.b, ins.c];
+                // Operand `i` of an instruction (a constant-folded choice).
+                let slot = |i: usize| match i {
+                    0 => ins.a,
+                    1 => ins.b,
+                    _ => ins.c,
+                } as usize;
                 match ins.code {
                     opcode::INPUT => inputs[ins.a as usize],
                     opcode::CONST => T::cst(f64::from_bits(
@@ -184,7 +189,7 @@ macro_rules! table {
                     )),
                     $( $( opcode::$P => {
                         const N: usize = <$fam::$P as Primitive>::ARITY;
-                        let x: [T; N] = std::array::from_fn(|i| vals[slots[i] as usize]);
+                        let x: [T; N] = std::array::from_fn(|i| vals[slot(i)]);
                         // The parameter is in the slot past the operands
                         // (primitives with three operands have none).
                         let param = if N < 3 { ins.c as i32 } else { 0 };
