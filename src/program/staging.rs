@@ -30,7 +30,8 @@ pub struct Stage {
 /// `j` must be ready by stage `output_stage[j]`. Each instruction runs in the
 /// first stage where all its operands are available. The values a stage
 /// passes on are exactly those later stages use: they are the residuals of
-/// the optic (seed 000, §I). Constants are re-created where they are used,
+/// the optic (K. Fischer, "∂P.jl terminology and notation guide", §I).
+/// Constants are re-created where they are used,
 /// never passed on.
 ///
 /// # Errors
@@ -41,7 +42,8 @@ pub struct Stage {
 /// # Example
 ///
 /// Splitting the joint program of ∂⃖ sin into left and right: the residual
-/// is `cos x`, computed on the left (seed 000, Snippet 15's capture).
+/// is `cos x`, computed on the left (the capture of Snippet 15 of Fischer's
+/// notes).
 ///
 /// ```
 /// use approx::assert_relative_eq;
