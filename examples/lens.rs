@@ -1,9 +1,9 @@
-//! Seed 000, §I.A, Snippets 2–4, in Rust: two representatives of one optic
-//! (`Index`, the seed's `SetIndex`, and `Path`, its `FastSetIndex`) with the
-//! same action and different residuals, and the block-style and
-//! continuation-style interfaces.
+//! K. Fischer, "∂P.jl terminology and notation guide", §I.A, Snippets 2–4, in
+//! Rust: two representatives of one optic (`Index`, Fischer's `SetIndex`, and
+//! `Path`, his `FastSetIndex`) with the same action and different residuals,
+//! and the block-style and continuation-style interfaces.
 //!
-//! The seed's tuple `(1, (2, 3))` is the nested vector `[[1], [2, 3]]`, and
+//! Fischer's tuple `(1, (2, 3))` is the nested vector `[[1], [2, 3]]`, and
 //! its 1-based `SetIndex(2) § SetIndex(1)` is `Index::new(1).then(Index::new(0))`.
 //!
 //! Run with `cargo run --example lens`.
@@ -21,7 +21,7 @@ fn type_name<T>(_: &T) -> String {
 
 fn main() -> Result<(), LensError> {
     let tup = vec![vec![1], vec![2, 3]];
-    println!("tup = {tup:?}   (the seed's (1, (2, 3)))");
+    println!("tup = {tup:?}   (Fischer's (1, (2, 3)))");
     println!();
 
     // Snippet 2: SetIndex(2) § SetIndex(1).
@@ -56,7 +56,7 @@ fn main() -> Result<(), LensError> {
     println!("  right(of, m, c + 100) = {:?}", of.right(m, c + 100)?);
     println!();
     println!("Same optic, smaller residual. Handing o's residual to of.right is a");
-    println!("type error here (the seed gets a MethodError at run time).");
+    println!("type error here (Fischer's Julia gets a MethodError at run time).");
     println!();
 
     // Snippet 4: interfaces that never expose the residual.

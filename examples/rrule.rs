@@ -1,6 +1,6 @@
-//! A user-defined primitive given by its value and its pullback (the seed's
-//! `rrule`, seed 000 Snippets 18–20), differentiated to second and third
-//! order.
+//! A user-defined primitive given by its value and its pullback (an `rrule`:
+//! K. Fischer, "∂P.jl terminology and notation guide", Snippets 18–20),
+//! differentiated to second and third order.
 //!
 //! The primitive is the numerically stable softplus
 //! `softplus(x) = log(1 + eˣ) = max(x, 0) + log1p(e^{−|x|})`, whose value

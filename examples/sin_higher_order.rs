@@ -1,5 +1,7 @@
-//! ∂⃖² sin and ∂⃖³ sin, closure by closure, next to the closed forms of seed
-//! 000 (Snippet 15, Figs. 5–6; DESIGN.md §3).
+//! ∂⃖² sin and ∂⃖³ sin, closure by closure, next to the closed forms of
+//! K. Fischer, "∂P.jl terminology and notation guide" (Snippet 15, Figs. 5–6;
+//! see also the book's chapter "Higher order and the nested-closure
+//! encoding").
 //!
 //! Run with `cargo run --example sin_higher_order [x]`.
 

@@ -1,5 +1,5 @@
 //! Drivers: gradient, vjp, hvp, hessian and n-th derivatives, read off the
-//! optics that ∂⃖ᴺ builds (DESIGN.md §2, layer 6).
+//! optics that ∂⃖ᴺ builds (the book's chapter "Drivers").
 //!
 //! Every driver traces the user's function once at the given point,
 //! builds the derived program by repeating ∂⃖ ([`crate::nest`]), fixes the
@@ -189,7 +189,8 @@ where
 }
 
 /// Vector-Jacobian product: `(f(x), J_f(x)ᵀ ȳ)` for `f : ℝⁿ → ℝᵐ`: the
-/// right of ∂⃖f applied to `ȳ` (seed 000 §VI, eq. 25).
+/// right of ∂⃖f applied to `ȳ` (K. Fischer, "∂P.jl terminology and notation
+/// guide", §VI, eq. 25).
 ///
 /// Shapes: `x` has `n ≥ 1` entries, `ybar` has `m` (the number of values
 /// `f` returns); the result is `(y, x̄)` with `m` and `n` entries.
@@ -236,9 +237,11 @@ where
 /// pushforward ∂⃗f with tangent `ẋ = v` ([`crate::functor::forward`]).
 ///
 /// The same product is also the second closure of the order-2 bundle
-/// (DESIGN.md §3) with `d₁ = 0`, `d₂ = v`: `r₁ = J_fᵀ d₁` is linear in
-/// `d₁`, so its pullback with respect to `d₁` is `J_f` (transposition of a
-/// linear map, seed 004). `tests/drivers.rs` checks that the two agree.
+/// (see the book's chapter "Higher order and the nested-closure encoding")
+/// with `d₁ = 0`, `d₂ = v`: `r₁ = J_fᵀ d₁` is linear in `d₁`, so its
+/// pullback with respect to `d₁` is `J_f` (transposition of a linear map:
+/// T. Ellis, S. Peyton Jones and A. Fitzgibbon, "Working notes on automatic
+/// differentiation"). `tests/drivers.rs` checks that the two agree.
 ///
 /// Shapes: `x` and `v` have `n ≥ 1` entries; the result is `(y, J v)` with
 /// `m` entries each.
@@ -330,8 +333,9 @@ where
 
 /// Hessian-vector product `H_f(x) v` of a scalar function: forward over
 /// reverse, ∂⃗ of the gradient program ∂⃖f. It equals the last closure of
-/// the order-2 bundle with `Δ = 1`, `Δ′ = v`, `Δ″ = 0` (DESIGN.md §3), which
-/// the tests check.
+/// the order-2 bundle with `Δ = 1`, `Δ′ = v`, `Δ″ = 0` (see the book's
+/// chapter "Higher order and the nested-closure encoding"), which the tests
+/// check.
 ///
 /// Shapes: `x` and `v` have `n ≥ 1` entries; so does the result.
 ///
@@ -409,7 +413,8 @@ where
 
 /// All derivatives `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` of a scalar function of one
 /// variable, read off the last closure of ∂⃖ᵏf for `k = 1 … N` with seeds
-/// `d_{2^j} = 1` and all others 0 (DESIGN.md §3).
+/// `d_{2^j} = 1` and all others 0 (see the book's chapter "Higher order and
+/// the nested-closure encoding").
 ///
 /// Shapes: the result has `N + 1` entries. The work for order `k` grows
 /// like `2ᵏ` before simplification; orders up to about 8 are practical.
@@ -655,7 +660,8 @@ impl<F: Fn(&[Tracer]) -> Tracer> Gradient<F> {
 /// need) once at `x`; [`Hvp::apply`] runs the right for each direction `v`.
 ///
 /// Built as ∂⃗ of the gradient program ∂⃖f (forward over reverse; the same
-/// product as ∂⃖²f with `d₁ = 1`, `d₃ = 0`, DESIGN.md §3), split by
+/// product as ∂⃖²f with `d₁ = 1`, `d₃ = 0`: see the book's chapter "Higher
+/// order and the nested-closure encoding"), split by
 /// [`crate::functor::split_stages`] into the stage that depends on `x` only
 /// and the stage that depends on `v`.
 /// Steady-state calls do not allocate.
@@ -827,10 +833,10 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
     }
 }
 
-/// The Hessian-vector product as an optic (seed 000 §I): `left` runs the
-/// primal stage, `x ↦ (m, (f(x), ∇f(x)))`, and `right` runs the product
-/// stage, `(m, v) ↦ H_f(x) v`; the residual `m` is what the products need
-/// from `x`.
+/// The Hessian-vector product as an optic (Fischer, ∂P.jl notes, §I): `left`
+/// runs the primal stage, `x ↦ (m, (f(x), ∇f(x)))`, and `right` runs the
+/// product stage, `(m, v) ↦ H_f(x) v`; the residual `m` is what the products
+/// need from `x`.
 ///
 /// Types: `A = Vec<f64>` (`x`, `n` entries), `B = (f64, Vec<f64>)`,
 /// `BPrime = Vec<f64>` (`v`), `APrime = Vec<f64>` (`H v`),

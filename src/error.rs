@@ -41,7 +41,8 @@ pub enum Error {
     /// A traced value was used in a trace it does not belong to and that
     /// could not capture it: it escaped from a finished trace, or it was
     /// created with no trace active. This is how perturbation confusion is
-    /// detected (seed 000, Snippets 21–23).
+    /// detected (K. Fischer, "∂P.jl terminology and notation guide",
+    /// Snippets 21–23).
     #[error("a traced value from trace {trace} was used where that trace is not active (escaped tracer or perturbation confusion)")]
     ForeignTracer {
         /// Identifier of the trace the value belongs to.
@@ -76,7 +77,8 @@ pub enum Error {
     #[error("program layout: {0}")]
     Layout(String),
     /// An output of a nested program depends on a later closure's input, so
-    /// the program cannot be split into nested closures (DESIGN.md §3).
+    /// the program cannot be split into nested closures (see the book's
+    /// chapter "Higher order and the nested-closure encoding").
     #[error("output block {output} depends on input block {input}, which comes after it")]
     NotCausal {
         /// Output block index.

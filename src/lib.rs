@@ -6,7 +6,8 @@
 //! 2. applies the reverse-mode AD optic functor ∂⃖ to that program as often
 //!    as the order requires ([`reverse`], [`nest`], [`Nested`]): each
 //!    application yields an optic whose `left` and `right` are programs
-//!    again (seed 000, §VI–§VII);
+//!    again (K. Fischer, "∂P.jl terminology and notation guide",
+//!    §VI–§VII);
 //! 3. evaluates the derived programs fast and many times ([`Program::eval`],
 //!    [`Gradient`], [`Hvp`]).
 //!
@@ -29,10 +30,10 @@
 //!
 //! # Vocabulary
 //!
-//! The seed's terms (seed 000: Keno Fischer, "∂P.jl terminology and
-//! notation guide") and their names here:
+//! The terms of Keno Fischer's "∂P.jl terminology and notation guide" (the
+//! design notes behind Diffractor.jl) and their names here:
 //!
-//! | seed term | here |
+//! | Fischer's term | here |
 //! |---|---|
 //! | optic ⟨l \| r⟩ with residual M | [`optic::Optic`] (`left`, `right`, `Residual`) |
 //! | sequential composition `§` | [`optic::Optic::then`], [`optic::Then`] |

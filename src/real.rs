@@ -43,7 +43,7 @@ macro_rules! elementary {
 
 /// A real scalar that user code is written against, once, and that runs as
 /// plain `f64`, as num-dual forward-mode numbers, and as a [`Tracer`] that
-/// records an SSA program (DESIGN.md §2, layer 2).
+/// records an SSA program (the *trace* step of the book's introduction).
 ///
 /// Arithmetic: `+ − × ÷` and negation with `Self`, and with `f64` on the
 /// right (`x * 2.0`). In generic code write constants on the right or lift

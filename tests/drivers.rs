@@ -1,6 +1,6 @@
 //! The drivers (`gradient`, `hvp`, `hessian`, `derivative`, `vjp`,
 //! `Gradient`, `Hvp`) on random programs, against num-dual forward mode
-//! (the independent implementation of DESIGN.md §4) and against finite
+//! (an independent implementation to check against) and against finite
 //! differences of the order below; bad input; perturbation confusion;
 //! guards.
 //!
@@ -177,11 +177,12 @@ fn hvp_matches_hessian_and_hyperdual() {
     );
 }
 
-/// Two derivations of the same products agree: `hvp` (forward over
-/// reverse, ∂⃗ of the gradient program) with the last closure of the
-/// order-2 bundle ∂⃖²f at `d₁ = 1`, `d₂ = v`, `d₃ = 0` (reverse over
-/// reverse, DESIGN.md §3); and `jvp` (∂⃗f) with the second closure of ∂⃖²f
-/// at `d₁ = 0`, `d₂ = v` (transposition of the linear map `d₁ ↦ Jᵀd₁`).
+/// Two derivations of the same products agree: `hvp` (forward over reverse, ∂⃗
+/// of the gradient program) with the last closure of the order-2 bundle ∂⃖²f at
+/// `d₁ = 1`, `d₂ = v`, `d₃ = 0` (reverse over reverse, see the book's chapter
+/// "Higher order and the nested-closure encoding"); and `jvp` (∂⃗f) with the
+/// second closure of ∂⃖²f at `d₁ = 0`, `d₂ = v` (transposition of the linear
+/// map `d₁ ↦ Jᵀd₁`).
 #[test]
 fn forward_and_reverse_derivations_agree() {
     check(
@@ -634,7 +635,8 @@ fn nan_in_nan_out_along_dependences() {
 // Perturbation confusion
 // ---------------------------------------------------------------------------
 
-/// DESIGN.md §4: d/dx [x · d/dy (x + y)] at x = 1 is 1 (the inner
+/// The classic perturbation-confusion test (see the book's chapter "SSA
+/// programs"): d/dx [x · d/dy (x + y)] at x = 1 is 1 (the inner
 /// derivative is 1; confusing the perturbations would give 2).
 #[test]
 fn perturbation_confusion_classic() {

@@ -1,15 +1,16 @@
-//! The functor laws of ∂⃖ (DESIGN.md §4) on random programs, points and
-//! cotangents, checked by action (block style, `modify`):
+//! The functor laws of ∂⃖ (the book's chapter "The AD optic functor") on random
+//! programs, points and cotangents, checked by action (block style, `modify`):
 //!
 //! * ∂⃖(id) ≅ id;
 //! * ∂⃖(g ∘ f) ≅ ∂⃖g § ∂⃖f at orders 1, 2 and 3 (at order n + 1 the law is
 //!   applied to the order-n bundle program `nest(f, n)`);
 //! * the identity optic is a unit for composition with reverse optics;
-//! * the nested encoding has 2ᴺ − 1 closures and is causal (DESIGN.md §3).
+//! * the nested encoding has 2ᴺ − 1 closures and is causal (the book's
+//!   chapter "Higher order and the nested-closure encoding").
 //!
-//! Notation: DESIGN.md's `∂⃖g § ∂⃖f` is the optic that runs ∂⃖f's left
-//! first and ∂⃖g's right first; in Rust, `reverse(&f).then(reverse(&g))`
-//! (`Optic::then` is diagrammatic). `g ∘ f` is the program `f.then(&g)`.
+//! Notation: `∂⃖g § ∂⃖f` here is the optic that runs ∂⃖f's left first and ∂⃖g's
+//! right first; in Rust, `reverse(&f).then(reverse(&g))` (`Optic::then` is
+//! diagrammatic). `g ∘ f` is the program `f.then(&g)`.
 //!
 //! Tolerance of the composition laws: both sides perform the same
 //! primitive operations on the same values: the primal ops are copied
@@ -239,9 +240,10 @@ fn composable_at_order(
     })
 }
 
-/// Block widths of the order-`order` bundle of f : ℝⁿ → ℝᵐ (DESIGN.md §3):
-/// inputs `[x, d₁ … d_K]`, outputs `[y, r₁ … r_K]`, where `d_k` has the
-/// width of the output of the order-(j) bundle that closure `k` pairs with.
+/// Block widths of the order-`order` bundle of f : ℝⁿ → ℝᵐ (the book's chapter
+/// "Higher order and the nested-closure encoding"): inputs `[x, d₁ … d_K]`,
+/// outputs `[y, r₁ … r_K]`, where `d_k` has the width of the output of the
+/// order-(j) bundle that closure `k` pairs with.
 fn bundle_blocks(n: usize, m: usize, order: usize) -> (Vec<usize>, Vec<usize>) {
     let (mut ins, mut outs) = (vec![n], vec![m]);
     for _ in 0..order {
@@ -387,8 +389,9 @@ fn check_causal(
     Ok(checked)
 }
 
-/// Causality, DESIGN.md §3: each closure's output `r_k` depends only on `x`
-/// and `d₁ … d_k`, for orders 1 … 4.
+/// Causality (the book's chapter "Higher order and the nested-closure
+/// encoding"): each closure's output `r_k` depends only on `x` and `d₁ … d_k`,
+/// for orders 1 … 4.
 #[test]
 fn nested_encoding_is_causal() {
     let strategy = (1usize..=3, 1usize..=2).prop_flat_map(|(n, m)| {
@@ -566,8 +569,8 @@ fn forward_composable(
     })
 }
 
-/// ∂⃗(g ∘ f) = ∂⃗g ∘ ∂⃗f and ∂⃗(id) = id at orders 1, 2 and 3 (DESIGN.md §4:
-/// "the same for ∂⃗, and at every order the tests reach").
+/// ∂⃗(g ∘ f) = ∂⃗g ∘ ∂⃗f and ∂⃗(id) = id at orders 1, 2 and 3 (the laws are
+/// checked for ∂⃗ as for ∂⃖, at every order the tests reach).
 #[test]
 fn forward_functor_laws_orders_1_to_3() {
     use optic_ad::functor::laws::{forward_composition_law, forward_preserves_identity};

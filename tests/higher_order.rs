@@ -1,6 +1,7 @@
-//! Higher-order optics of `sin` against closed forms (seed 000, Snippet 15,
-//! Figs. 5–6; DESIGN.md §3), `derivative::<N>` against closed forms and
-//! finite differences, and the closure count 2ᴺ − 1.
+//! Higher-order optics of `sin` against closed forms (K. Fischer, "∂P.jl
+//! terminology and notation guide", Snippet 15, Figs. 5–6; the book's chapter
+//! "Higher order and the nested-closure encoding"), `derivative::<N>` against
+//! closed forms and finite differences, and the closure count 2ᴺ − 1.
 
 use approx::assert_relative_eq;
 use optic_ad::{derivative, nest, trace, Nested, Program, Real};
@@ -34,8 +35,9 @@ fn check_order2(x: f64, d: f64, dp: f64, ddp: f64) {
 }
 
 /// Order 3: the seven closures of ∂⃖³ sin with inputs d₁ … d₇, derived from
-/// the encoding of DESIGN.md §3 applied to the order-2 bundle above (the
-/// same terms as seed 000, Fig. 6):
+/// the nested-closure encoding (the book's chapter "Higher order and the
+/// nested-closure encoding") applied to the order-2 bundle above (the same
+/// terms as Fischer, ∂P.jl notes, Fig. 6):
 ///
 /// * r₁ = d₁ cos x, r₂ = d₂ cos x, r₃ = d₃ cos x − d₂d₁ sin x (order 2);
 /// * r₄ = ∂r₃/∂d₃ · d₄ = d₄ cos x;
@@ -114,7 +116,7 @@ proptest! {
 
 #[test]
 fn closure_count_is_two_to_the_n_minus_one() {
-    // Seed 000 Snippet 17 prints eight closures at third order; the
+    // Fischer's Snippet 17 prints eight closures at third order; the
     // encoding (Snippet 20, §V.B) has 2ᴺ − 1 = 7. We implement 2ᴺ − 1.
     let p = sin_program(0.5);
     assert_eq!(Nested::<U1>::closures(), 1);
@@ -158,7 +160,7 @@ fn sixth_order_derivatives_of_sin() {
     }
 }
 
-/// Order n against a central difference of order n − 1 (STYLE.md item 4),
+/// Order n against a central difference of order n − 1,
 /// for n up to 4, on f(x) = tanh(x)·ln(1 + x²) + x³/(1 + x²).
 ///
 /// With step h the central difference has truncation error h²/6·f⁽ⁿ⁺²⁾ and

@@ -1,7 +1,8 @@
 //! The lens laws (get-put, put-get, put-put) for `Index`, `Path` and their
 //! compositions, on random nested vectors and random valid paths, using the
 //! crate's own checkers (`law_get_put`, `law_put_get`, `law_put_put`,
-//! `is_lens`). Source: seed 000 §I.A; DESIGN.md §4.
+//! `is_lens`). Source: K. Fischer, "∂P.jl terminology and notation guide",
+//! §I.A; the laws are stated in the book's chapter "Optics".
 
 use optic_ad::optic::{
     is_lens, law_get_put, law_put_get, law_put_put, Index, LensError, Optic, OpticRepr, Path,

@@ -1,8 +1,10 @@
 //! The optic laws, checked by action (block style, `modify`) on random
 //! inputs with random update functions: left identity, right identity and
-//! associativity of `then`, functoriality of `Tensor`, and the seed's point
+//! associativity of `then`, functoriality of `Tensor`, and Fischer's point
 //! that two representatives of one optic agree in action while their
-//! residuals differ (seed 000, §I.A and §III; DESIGN.md §4).
+//! residuals differ (K. Fischer, "∂P.jl terminology and notation guide", §I.A
+//! and §III; the laws are stated on the `Optic` trait and in the book's
+//! chapter "Optics").
 
 use approx::relative_eq;
 use optic_ad::optic::{Id, Index, LensError, Optic, OpticRepr, Path, Tensor};
@@ -206,8 +208,8 @@ proptest! {
 
     #[test]
     fn erasing_before_or_after_composing((x, i, j) in nested2(-1000i32..1000), (k, c) in coeffs()) {
-        // Seed 000, §III: OpticRepr(p₁ § p₂) and p₁ § OpticRepr(p₂) have
-        // the same action but different residuals.
+        // Fischer, ∂P.jl notes, §III: OpticRepr(p₁ § p₂) and
+        // p₁ § OpticRepr(p₂) have the same action but different residuals.
         let o1 = OpticRepr::from_optic(Path::new(i).then_path(Path::new(j)));
         let o2 = Path::new(i).then(OpticRepr::from_optic(Path::new(j)));
         prop_assert_eq!(o1.modify(x.clone(), affine(k, c)), o2.modify(x.clone(), affine(k, c)));

@@ -1,5 +1,6 @@
-//! ∂⃗, the forward-mode functor: pushforward of tangents (seed 000 §IV:
-//! `f₊`; seed 003 on tangent insertion).
+//! ∂⃗, the forward-mode functor: pushforward of tangents (K. Fischer,
+//! "∂P.jl terminology and notation guide", §IV: `f₊`; the Futhark notes on
+//! forward and reverse mode AD on tangent insertion).
 
 use crate::program::{Builder, Op, Program, Var, MAX_ARITY};
 use crate::rules;

@@ -1,14 +1,14 @@
-//! The functor laws of ∂⃖ and ∂⃗ as reusable checkers (DESIGN.md §4), one
-//! named function per law, in the manner of the lens-law checkers in
-//! [`crate::optic`].
+//! The functor laws of ∂⃖ and ∂⃗ (stated in the book's chapter "The AD optic
+//! functor") as reusable checkers, one named function per law, in the manner of
+//! the lens-law checkers in [`crate::optic`].
 //!
-//! Two optics are compared *by action* (block style, seed 000 §I.A and
-//! §III): the same forward value and the same `modify` result for a given
-//! point and output cotangent. Residuals may differ between representatives
-//! and are never compared. Values are compared with
-//! [`approx::relative_eq!`] at the given relative tolerance (and the same
-//! number as an absolute floor near zero), because the two sides associate
-//! cotangent sums differently.
+//! Two optics are compared *by action* (block style, K. Fischer, "∂P.jl
+//! terminology and notation guide", §I.A and §III): the same forward value and
+//! the same `modify` result for a given point and output cotangent. Residuals
+//! may differ between representatives and are never compared. Values are
+//! compared with [`approx::relative_eq!`] at the given relative tolerance (and
+//! the same number as an absolute floor near zero), because the two sides
+//! associate cotangent sums differently.
 
 use approx::relative_eq;
 
@@ -71,9 +71,9 @@ fn same_action(
     Ok(same(&y1, &y2, tol) && same(&a1, &a2, tol))
 }
 
-/// Composition law `∂⃖(g ∘ f) ≅ ∂⃖f § ∂⃖g` (seed 000 §III: an optic functor
-/// preserves composition), checked by action at `x` with output cotangent
-/// `ybar`.
+/// Composition law `∂⃖(g ∘ f) ≅ ∂⃖f § ∂⃖g` (Fischer, ∂P.jl notes, §III: an
+/// optic functor preserves composition), checked by action at `x` with output
+/// cotangent `ybar`.
 ///
 /// Shapes: `f : ℝⁿ → ℝᵐ`, `g : ℝᵐ → ℝᵏ`, `x` has `n` entries, `ybar` has
 /// `k`.
@@ -105,8 +105,8 @@ pub fn composition_law(
     same_action(&whole, &parts, x, ybar, tol)
 }
 
-/// Identity laws `Id § ∂⃖f ≅ ∂⃖f ≅ ∂⃖f § Id` (seed 000 §I), checked by
-/// action at `x` with output cotangent `ybar`.
+/// Identity laws `Id § ∂⃖f ≅ ∂⃖f ≅ ∂⃖f § Id` (Fischer, ∂P.jl notes, §I),
+/// checked by action at `x` with output cotangent `ybar`.
 ///
 /// # Errors
 ///
@@ -157,10 +157,10 @@ pub fn preserves_identity(n: usize, x: &[f64], ybar: &[f64]) -> Result<bool> {
     Ok(y == x && back == ybar)
 }
 
-/// Forward functor law `∂⃗(g ∘ f) = ∂⃗g ∘ ∂⃗f`: the pushforward of a
-/// composite is the composite of the pushforwards (seed 000 §IV, the chain
-/// rule `(g ∘ f)₊ = g₊ ∘ f₊`), checked by evaluating both programs at the
-/// point `x` with tangent `xdot`.
+/// Forward functor law `∂⃗(g ∘ f) = ∂⃗g ∘ ∂⃗f`: the pushforward of a composite
+/// is the composite of the pushforwards (Fischer, ∂P.jl notes, §IV, the chain
+/// rule `(g ∘ f)₊ = g₊ ∘ f₊`), checked by evaluating both programs at the point
+/// `x` with tangent `xdot`.
 ///
 /// Shapes: `f : ℝⁿ → ℝᵐ`, `g : ℝᵐ → ℝᵏ`; `x` and `xdot` have `n` entries.
 ///

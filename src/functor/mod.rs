@@ -1,6 +1,7 @@
-//! Functors on programs (DESIGN.md §2, layer 5): ∂⃖, the reverse-mode AD
-//! optic functor (seed 000 §VI), its repetition ∂⃖ᴺ in the nested-closure
-//! encoding (§VII.B), and ∂⃗, the forward-mode pushforward (§IV).
+//! Functors on programs (the *transform* step of the book's introduction):
+//! ∂⃖, the reverse-mode AD optic functor (K. Fischer, "∂P.jl terminology and
+//! notation guide", §VI), its repetition ∂⃖ᴺ in the nested-closure encoding
+//! (§VII.B), and ∂⃗, the forward-mode pushforward (§IV).
 
 pub(crate) mod dual;
 mod forward;

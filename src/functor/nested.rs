@@ -1,5 +1,6 @@
-//! ∂⃖ᴺ in the nested-closure encoding (seed 000 §VII.B, Snippets 15, 17,
-//! 20; DESIGN.md §3).
+//! ∂⃖ᴺ in the nested-closure encoding (K. Fischer, "∂P.jl terminology and
+//! notation guide", §VII.B, Snippets 15, 17, 20; the book's chapter "Higher
+//! order and the nested-closure encoding").
 
 use std::marker::PhantomData;
 use std::ops::{Add, Shl, Sub};
@@ -16,7 +17,8 @@ use crate::program::{Seed, Stage, Staged};
 ///
 /// `P₀ = p`. `P_{n+1}` is the joint program of ∂⃖P_n (see
 /// [`super::reverse::reverse_joint`]) with its blocks put in the order of
-/// DESIGN.md §3: inputs `[x, d₁…d_K, r̄_K … r̄₁, ȳ]`, outputs
+/// the nested-closure encoding (the book's chapter "Higher order and the
+/// nested-closure encoding"): inputs `[x, d₁…d_K, r̄_K … r̄₁, ȳ]`, outputs
 /// `[y, r₁…r_K, d̄_K … d̄₁, x̄]`. Closure `k` takes `d_k` and returns `r_k`,
 /// and `r_k` depends only on `x` and `d₁ … d_k`.
 ///
@@ -60,8 +62,9 @@ pub fn nest(p: &Program, order: usize) -> Result<Program> {
 
 /// A straight-line program for the `k`-th derivative of a scalar function
 /// of one variable: `P_k` with seeds `d_{2^j} = 1` (`j < k`) and every other
-/// `d_i = 0`, keeping only its last output (DESIGN.md §3: at order 3,
-/// `e₁ = e₂ = e₄ = 1` and the last closure returns `f‴`).
+/// `d_i = 0`, keeping only its last output (the book's chapter "Higher
+/// order and the nested-closure encoding": at order 3, `e₁ = e₂ = e₄ = 1`
+/// and the last closure returns `f‴`).
 ///
 /// # Errors
 ///
@@ -95,7 +98,7 @@ pub(crate) fn derivative_program(p: &Program, k: usize) -> Result<Program> {
 
 /// One program with outputs `[f, f′, …, f⁽ᴺ⁾]`: the derivative programs of
 /// every order inlined into one builder, so CSE shares what the orders have
-/// in common (seed 000 §V.C: sharing across orders).
+/// in common (Fischer, ∂P.jl notes, §V.C: sharing across orders).
 pub(crate) fn derivatives_program(p: &Program, order: usize) -> Result<Program> {
     // Before anything is built: orders 0..=order would all be.
     check_order(order)?;
@@ -157,12 +160,13 @@ pub(crate) fn check_order(order: usize) -> Result<()> {
 pub type Closures<N> = Sub1<Shleft<U1, N>>;
 
 /// The order-`N` optic ∂⃖ᴺf of a program, split into its primal stage and
-/// its `2ᴺ − 1` nested closures (DESIGN.md §3).
+/// its `2ᴺ − 1` nested closures (see the book's chapter "Higher order and
+/// the nested-closure encoding").
 ///
 /// Stage 0 maps `x` to `y`; closure `k` (stage `k`) maps `d_k` to `r_k`.
 /// Each stage is a [`Program`] that also takes the residual of the stages
 /// before it and hands its own to the next: the closure captures of
-/// Snippet 15, made explicit.
+/// Snippet 15 of Fischer's ∂P.jl notes, made explicit.
 ///
 /// The order is a typenum so that the closure levels are typed: see
 /// [`Level`]. Calling past the last closure does not compile:
@@ -189,7 +193,7 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 ///
 /// # Example
 ///
-/// Snippet 15 of seed 000, ∂⃖² sin:
+/// Snippet 15 of Fischer's ∂P.jl notes, ∂⃖² sin:
 ///
 /// ```
 /// use approx::assert_relative_eq;

@@ -1,4 +1,5 @@
-//! ∂⃖, the reverse-mode AD optic functor (seed 000, §VI).
+//! ∂⃖, the reverse-mode AD optic functor (K. Fischer, "∂P.jl terminology and
+//! notation guide", §VI).
 
 use crate::error::{Error, Result};
 use crate::optic::Optic;
@@ -8,11 +9,11 @@ use crate::rules;
 /// The *joint* program of ∂⃖f: from `P(x) → y` build `J(x, ȳ) → (y, x̄)`
 /// with `x̄ = J_f(x)ᵀ ȳ`.
 ///
-/// The primal instructions are copied first; then the pullback is emitted
-/// in reverse instruction order, one rule per instruction. Fan-out sums
-/// cotangents (copy lifts to `+`, seed 000 eq. 26); an input nothing
-/// depends on gets a zero cotangent (delete lifts to 0, eq. 27); guards are
-/// kept (a branch is a guard, §VI).
+/// The primal instructions are copied first; then the pullback is emitted in
+/// reverse instruction order, one rule per instruction. Fan-out sums cotangents
+/// (copy lifts to `+`, Fischer, ∂P.jl notes, eq. 26); an input nothing depends
+/// on gets a zero cotangent (delete lifts to 0, eq. 27); guards are kept (a
+/// branch is a guard, §VI).
 ///
 /// Blocks: inputs `[P's input blocks…, P's output blocks…]` (the second
 /// group holds cotangents), outputs `[P's output blocks…, P's input
@@ -81,9 +82,9 @@ pub fn reverse_joint(p: &Program) -> Program {
     b.finish_blocks(&outs, in_blocks, out_blocks).dce()
 }
 
-/// The optic ∂⃖f = ⟨a ↦ (a, f(a)) | (a, z) ↦ f*|ₐ(z)⟩ of a program f (seed
-/// 000, §VI, eq. 25), with `left` and `right` themselves [`Program`]s, so
-/// ∂⃖ applies to them again.
+/// The optic ∂⃖f = ⟨a ↦ (a, f(a)) | (a, z) ↦ f*|ₐ(z)⟩ of a program f
+/// (Fischer, ∂P.jl notes, §VI, eq. 25), with `left` and `right` themselves
+/// [`Program`]s, so ∂⃖ applies to them again.
 ///
 /// * [`ReverseOptic::left_program`]: `x ↦ (y, m)`: the primal program, which also
 ///   outputs the residual `m`: the primal values the pullback needs.
@@ -129,7 +130,7 @@ pub struct ReverseOptic {
 ///
 /// # Example
 ///
-/// ∂⃖ applies again to the programs it returns (seed 000 §VII.A):
+/// ∂⃖ applies again to the programs it returns (Fischer, ∂P.jl notes, §VII.A):
 ///
 /// ```
 /// use approx::assert_relative_eq;

@@ -10,10 +10,10 @@
 //! * put-get: `get(put(a, b)) = b`;
 //! * put-put: `put(put(a, b₁), b₂) = put(a, b₂)`.
 //!
-//! Source: seed 000, §I.A, Snippets 2–3; the laws are the standard
-//! well-behaved lens laws (Foster et al., "Combinators for bidirectional tree
-//! transformations", 2007), shipped as checkers in the manner of `isLens` in
-//! Haskell's `lens` package.
+//! Source: K. Fischer, "∂P.jl terminology and notation guide", §I.A, Snippets
+//! 2–3; the laws are the standard well-behaved lens laws (Foster et al.,
+//! "Combinators for bidirectional tree transformations", 2007), shipped as
+//! checkers in the manner of `isLens` in Haskell's `lens` package.
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -23,8 +23,8 @@ use super::Optic;
 /// Why a lens into vectors failed: an index past the end, or a path whose
 /// length does not match the nesting depth.
 ///
-/// Source: seed 000, Snippet 3 (where `getindex`/`setindex` would throw);
-/// here it is a value, never a panic.
+/// Source: Fischer, ∂P.jl notes, Snippet 3 (where `getindex`/`setindex` would
+/// throw); here it is a value, never a panic.
 ///
 /// # Example
 ///
@@ -69,7 +69,7 @@ fn at_mut<T>(v: &mut [T], index: usize) -> Result<&mut T, LensError> {
         .ok_or(LensError::IndexOutOfRange { index, len })
 }
 
-/// The lens onto element `index` of a `Vec<T>`: the seed's `SetIndex`.
+/// The lens onto element `index` of a `Vec<T>`: Fischer's `SetIndex`.
 ///
 /// * `A = A′ = Vec<T>`, `B = B′ = T`, residual `Vec<T>`.
 /// * `left(v) = (v, v[index])`: the residual is the whole vector (moved, not
@@ -83,7 +83,7 @@ fn at_mut<T>(v: &mut [T], index: usize) -> Result<&mut T, LensError> {
 ///
 /// Satisfies the lens laws ([`is_lens`]).
 ///
-/// Source: seed 000, §I.A, Snippet 2.
+/// Source: Fischer, ∂P.jl notes, §I.A, Snippet 2.
 ///
 /// # Errors
 ///
@@ -95,8 +95,8 @@ fn at_mut<T>(v: &mut [T], index: usize) -> Result<&mut T, LensError> {
 /// ```
 /// use optic_ad::optic::{Index, Optic};
 ///
-/// // Seed 000, Snippet 2: `SetIndex(2) § SetIndex(1)` on (1, (2, 3)),
-/// // with nested vectors and 0-based indices.
+/// // Fischer, ∂P.jl notes, Snippet 2: `SetIndex(2) § SetIndex(1)` on
+/// // (1, (2, 3)), with nested vectors and 0-based indices.
 /// let o = Index::new(1).then(Index::new(0));
 /// let tup = vec![vec![1], vec![2, 3]];
 /// let (m, c) = o.left(tup.clone()).unwrap();
@@ -112,7 +112,7 @@ pub struct Index<T> {
 impl<T> Index<T> {
     /// The lens onto element `index` (0-based) of a `Vec<T>`.
     ///
-    /// Source: seed 000, Snippet 2 (`SetIndex(idx)`).
+    /// Source: Fischer, ∂P.jl notes, Snippet 2 (`SetIndex(idx)`).
     ///
     /// # Example
     ///
@@ -207,7 +207,7 @@ impl<T: Clone> Optic for Index<T> {
 /// `set_path(x, p, get_path(x, p)) = x` and
 /// `get_path(set_path(x, p, f), p) = f`.
 ///
-/// Source: seed 000, Snippet 3 (`path_getindex`, `path_setindex`).
+/// Source: Fischer, ∂P.jl notes, Snippet 3 (`path_getindex`, `path_setindex`).
 ///
 /// # Example
 ///
@@ -299,7 +299,7 @@ impl<F: Clone> IndexPath<F> for Vec<Vec<Vec<F>>> {
 }
 
 /// The lens onto the value at a path of indices in a nested vector `T`,
-/// whose focus has type `F`: the seed's `FastSetIndex`.
+/// whose focus has type `F`: Fischer's `FastSetIndex`.
 ///
 /// * `A = A′ = T`, `B = B′ = F`, residual `T`.
 /// * `left(x) = (x, x[p₀][p₁]…)`: the residual is the original object alone
@@ -310,8 +310,8 @@ impl<F: Clone> IndexPath<F> for Vec<Vec<Vec<F>>> {
 /// residual. `Path::new(i).then_path(Path::new(j))` is the same optic as
 /// `Index::new(i).then(Index::new(j))` (same action), but its residual is
 /// `Vec<Vec<T>>` where the `Index` composite's is `(Vec<Vec<T>>, Vec<T>)`:
-/// the residual belongs to the representative, not to the optic (seed 000,
-/// §I.A). The types keep the two apart.
+/// the residual belongs to the representative, not to the optic (Fischer,
+/// ∂P.jl notes, §I.A). The types keep the two apart.
 ///
 /// Paths are built only by [`Path::new`] and [`Path::then_path`], so the
 /// path's length always equals the nesting depth of `F` in `T`. It is an
@@ -319,8 +319,8 @@ impl<F: Clone> IndexPath<F> for Vec<Vec<Vec<F>>> {
 ///
 /// Satisfies the lens laws ([`is_lens`]).
 ///
-/// Source: seed 000, §I.A, Snippet 3, and §III (representatives of one
-/// optic need not be identical).
+/// Source: Fischer, ∂P.jl notes, §I.A, Snippet 3, and §III (representatives of
+/// one optic need not be identical).
 ///
 /// # Errors
 ///
@@ -349,7 +349,7 @@ impl<F: Clone> IndexPath<F> for Vec<Vec<Vec<F>>> {
 /// ```
 ///
 /// Handing one representative's residual to the other does not compile
-/// (in the seed it is a run-time `MethodError`):
+/// (in Fischer's Julia it is a run-time `MethodError`):
 ///
 /// ```compile_fail,E0308
 /// use optic_ad::optic::{Index, Optic, Path};
@@ -369,7 +369,8 @@ pub struct Path<T, F> {
 impl<F> Path<Vec<F>, F> {
     /// The one-step path to element `index` (0-based) of a `Vec<F>`.
     ///
-    /// Source: seed 000, Snippet 3, line 4 (`FastSetIndex(i::Int)`).
+    /// Source: Fischer, ∂P.jl notes, Snippet 3, line 4
+    /// (`FastSetIndex(i::Int)`).
     ///
     /// # Example
     ///
@@ -391,7 +392,7 @@ impl<T, F> Path<T, F> {
     /// the `F` this path focuses. The result is the sequential composition
     /// `self § other` as a single `Path`, whose residual is still one `T`.
     ///
-    /// Source: seed 000, Snippet 3, lines 23–24
+    /// Source: Fischer, ∂P.jl notes, Snippet 3, lines 23–24
     /// (`a::FastSetIndex § b::FastSetIndex = FastSetIndex((a.path..., b.path...))`).
     ///
     /// # Example
@@ -523,7 +524,7 @@ where
 /// at `a`.
 ///
 /// Source: the well-behaved lens laws (Foster et al. 2007), as `isLens` in
-/// Haskell's `lens`; applied to seed 000's `SetIndex`/`FastSetIndex`.
+/// Haskell's `lens`; applied to Fischer's `SetIndex`/`FastSetIndex`.
 ///
 /// # Errors
 ///

@@ -2,9 +2,9 @@
 //! backward map that consumes it.
 //!
 //! This layer has no differentiation in it and works on any types. Source:
-//! seed 000 (Fischer, "∂P.jl terminology and notation guide"), §I and
-//! Snippets 1–4; the categorical definition is Riley, "Categories of optics"
-//! (2018), Definition 2.0.1.
+//! K. Fischer, "∂P.jl terminology and notation guide", §I and Snippets 1–4;
+//! the categorical definition is Riley, "Categories of optics" (2018),
+//! Definition 2.0.1.
 
 mod lens_impl;
 mod repr;
@@ -22,20 +22,21 @@ pub use then::Then;
 /// `left : A → M ⊗ B` and a backward map `right : M ⊗ B′ → A′`.
 ///
 /// The residual M is not determined by the optic: two representatives of
-/// the same optic may carry residuals of different types and sizes (seed
-/// 000, §I.A; see [`Index`] and [`Path`]). Code outside an optic should
-/// therefore never build a residual itself; it only hands back what `left`
-/// returned, which the block-style ([`Optic::modify`]) and continuation-style
-/// ([`Optic::view`]) interfaces of seed 000, Snippet 4 enforce.
+/// the same optic may carry residuals of different types and sizes
+/// (K. Fischer, "∂P.jl terminology and notation guide", §I.A; see [`Index`]
+/// and [`Path`]). Code outside an optic should therefore never build a
+/// residual itself; it only hands back what `left` returned, which the
+/// block-style ([`Optic::modify`]) and continuation-style ([`Optic::view`])
+/// interfaces of Fischer's Snippet 4 enforce.
 ///
 /// # Associated types
 ///
-/// * [`Optic::A`]: what `left` consumes (the seed's A).
-/// * [`Optic::B`]: the focus that `left` exposes (the seed's B).
+/// * [`Optic::A`]: what `left` consumes (Fischer's A).
+/// * [`Optic::B`]: the focus that `left` exposes (Fischer's B).
 /// * [`Optic::BPrime`]: what is handed back to `right` in place of the
-///   focus (the seed's B′: an updated field for a lens, a cotangent for the
+///   focus (Fischer's B′: an updated field for a lens, a cotangent for the
 ///   reverse-mode AD optic).
-/// * [`Optic::APrime`]: what `right` returns (the seed's A′: the updated
+/// * [`Optic::APrime`]: what `right` returns (Fischer's A′: the updated
 ///   whole for a lens, the input cotangent for AD).
 /// * [`Optic::Residual`]: the memory M passed from `left` to `right`.
 /// * [`Optic::Error`]: why `left` or `right` can fail; the vector lenses
@@ -47,8 +48,8 @@ pub use then::Then;
 ///
 /// Write `o₁ ≅ o₂` when the two optics have the same *action* in block style,
 /// `o₁.modify(a, f) == o₂.modify(a, f)` for every `a` and `f` (residuals may
-/// differ, seed 000 §I.A and §III). With `Id` the identity optic and
-/// `then` the sequential composition (the seed's `§`):
+/// differ, Fischer, ∂P.jl notes, §I.A and §III). With `Id` the identity optic
+/// and `then` the sequential composition (Fischer's `§`):
 ///
 /// * left identity: `Id.then(o) ≅ o`;
 /// * right identity: `o.then(Id) ≅ o`;
@@ -65,23 +66,23 @@ pub use then::Then;
 /// ```
 /// use optic_ad::optic::{Index, Optic};
 ///
-/// // Seed 000, Snippet 2: `SetIndex(2) § SetIndex(1)` on (1, (2, 3)), here
-/// // as nested vectors.
+/// // Fischer, ∂P.jl notes, Snippet 2: `SetIndex(2) § SetIndex(1)` on
+/// // (1, (2, 3)), here as nested vectors.
 /// let o = Index::new(1).then(Index::new(0));
 /// let tup = vec![vec![1], vec![2, 3]];
 /// let updated = o.modify(tup, |c| c + 100).unwrap();
 /// assert_eq!(updated, vec![vec![1], vec![102, 3]]);
 /// ```
 pub trait Optic {
-    /// The seed's A: what [`Optic::left`] consumes.
+    /// Fischer's A: what [`Optic::left`] consumes.
     type A;
-    /// The seed's B: the focus [`Optic::left`] exposes.
+    /// Fischer's B: the focus [`Optic::left`] exposes.
     type B;
-    /// The seed's B′: what [`Optic::right`] receives in place of the focus.
+    /// Fischer's B′: what [`Optic::right`] receives in place of the focus.
     type BPrime;
-    /// The seed's A′: what [`Optic::right`] returns.
+    /// Fischer's A′: what [`Optic::right`] returns.
     type APrime;
-    /// The seed's M: the memory passed from `left` to `right`. It belongs to
+    /// Fischer's M: the memory passed from `left` to `right`. It belongs to
     /// this representative, not to the optic it represents.
     type Residual;
     /// The error `left` or `right` can return.
@@ -101,8 +102,8 @@ pub trait Optic {
     /// Whatever the representative can fail with; see its docs.
     fn right(&self, m: Self::Residual, b: Self::BPrime) -> Result<Self::APrime, Self::Error>;
 
-    /// Block-style interface (seed 000, Snippet 4, lines 1–6): run `left`,
-    /// apply `f` to the focus, and run `right` on the residual and the
+    /// Block-style interface (Fischer, ∂P.jl notes, Snippet 4, lines 1–6): run
+    /// `left`, apply `f` to the focus, and run `right` on the residual and the
     /// result.
     ///
     /// # Errors
@@ -116,9 +117,9 @@ pub trait Optic {
         self.right(m, f(b))
     }
 
-    /// Continuation-style interface (seed 000, Snippet 4, lines 8–12):
-    /// return the focus together with a one-shot continuation that holds the
-    /// residual and runs `right`.
+    /// Continuation-style interface (Fischer, ∂P.jl notes, Snippet 4, lines
+    /// 8–12): return the focus together with a one-shot continuation that holds
+    /// the residual and runs `right`.
     ///
     /// # Errors
     ///
@@ -142,8 +143,8 @@ pub trait Optic {
         Ok((b, Box::new(move |bp| self.right(m, bp))))
     }
 
-    /// Sequential composition `self § next` (seed 000, Snippet 1, lines
-    /// 15–24): the residual of the composite is the pair of residuals.
+    /// Sequential composition `self § next` (Fischer, ∂P.jl notes, Snippet 1,
+    /// lines 15–24): the residual of the composite is the pair of residuals.
     fn then<O>(self, next: O) -> Then<Self, O>
     where
         Self: Sized,

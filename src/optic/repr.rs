@@ -20,11 +20,12 @@ type RightFn<BPrime, APrime, M, E> = Box<dyn Fn(M, BPrime) -> Result<APrime, E>>
 /// its action or its residual. Erasing hides the concrete type of the
 /// representative, not its residual type `M`, which stays in the signature.
 ///
-/// Type parameters, in the order of the seed's notation: `A`, `B`, `BPrime`
+/// Type parameters, in the order of Fischer's notation: `A`, `B`, `BPrime`
 /// (B′), `APrime` (A′), `M` (the residual), `E` (the error).
 ///
-/// Source: seed 000, Snippet 1, lines 3–13 (`OpticRepr`, its `left` and
-/// `right`, and the constructor from any `AbstractOptic`).
+/// Source: K. Fischer, "∂P.jl terminology and notation guide", Snippet 1, lines
+/// 3–13 (`OpticRepr`, its `left` and `right`, and the constructor from any
+/// `AbstractOptic`).
 ///
 /// # Example
 ///
@@ -52,7 +53,7 @@ impl<A, B, BPrime, APrime, M, E> OpticRepr<A, B, BPrime, APrime, M, E> {
     /// The closures are boxed, so they must be `'static` (own what they
     /// capture).
     ///
-    /// Source: seed 000, Snippet 1, lines 3–6 and Snippet 2.
+    /// Source: Fischer, ∂P.jl notes, Snippet 1, lines 3–6 and Snippet 2.
     ///
     /// # Example
     ///
@@ -60,7 +61,8 @@ impl<A, B, BPrime, APrime, M, E> OpticRepr<A, B, BPrime, APrime, M, E> {
     /// use optic_ad::optic::{Optic, OpticRepr};
     /// use std::convert::Infallible;
     ///
-    /// // Seed 000, Snippet 2: `SetIndex`, written as a pair of closures.
+    /// // Fischer, ∂P.jl notes, Snippet 2: `SetIndex`, written as a pair of
+    /// // closures.
     /// let set_index = |i: usize| -> OpticRepr<Vec<i32>, i32, i32, Vec<i32>, Vec<i32>, Infallible> {
     ///     OpticRepr::new(
     ///         move |obj: Vec<i32>| {
@@ -91,7 +93,8 @@ impl<A, B, BPrime, APrime, M, E> OpticRepr<A, B, BPrime, APrime, M, E> {
     ///
     /// Takes ownership of `o`; the two closures share it.
     ///
-    /// Source: seed 000, Snippet 1, lines 8–10 (`OpticRepr(o::AbstractOptic)`)
+    /// Source: Fischer, ∂P.jl notes, Snippet 1, lines 8–10
+    /// (`OpticRepr(o::AbstractOptic)`)
     /// and §III (erasing before or after composing gives two representatives
     /// of the same optic).
     ///

@@ -20,8 +20,9 @@ use super::Optic;
 /// functorial: `Tensor(a₁, a₂).then(Tensor(b₁, b₂)) ≅ Tensor(a₁.then(b₁),
 /// a₂.then(b₂))` (same action, `tests/optic_laws.rs`).
 ///
-/// Source: seed 000, §I, Definition 0.1 (the symmetric monoidal product of
-/// `Optic_C`, written ⊗); Riley, "Categories of optics" (2018), §2.
+/// Source: K. Fischer, "∂P.jl terminology and notation guide", §I, Definition
+/// 0.1 (the symmetric monoidal product of `Optic_C`, written ⊗); Riley,
+/// "Categories of optics" (2018), §2.
 ///
 /// # Example
 ///
@@ -42,7 +43,7 @@ pub struct Tensor<O1, O2> {
 impl<O1, O2> Tensor<O1, O2> {
     /// The product `first ⊗ second`.
     ///
-    /// Source: seed 000, §I, Definition 0.1.
+    /// Source: Fischer, ∂P.jl notes, §I, Definition 0.1.
     ///
     /// # Example
     ///

@@ -1,4 +1,5 @@
-//! Sequential composition of optics (the seed's `§`).
+//! Sequential composition of optics (`§` in K. Fischer, "∂P.jl terminology
+//! and notation guide").
 
 use super::Optic;
 
@@ -16,15 +17,16 @@ use super::Optic;
 /// `then` is associative and [`Id`](super::Id) is its unit, up to the
 /// residual (see the laws on [`Optic`]).
 ///
-/// Source: seed 000, §I (the explicit composition rule `l₁₂`, `r₁₂`) and
-/// Snippet 1, lines 15–24.
+/// Source: Fischer, ∂P.jl notes, §I (the explicit composition rule `l₁₂`,
+/// `r₁₂`) and Snippet 1, lines 15–24.
 ///
 /// # Example
 ///
 /// ```
 /// use optic_ad::optic::{Index, Optic, Then};
 ///
-/// // Seed 000, Snippet 2: `SetIndex(2) § SetIndex(1)` on (1, (2, 3)).
+/// // Fischer, ∂P.jl notes, Snippet 2: `SetIndex(2) § SetIndex(1)` on
+/// // (1, (2, 3)).
 /// let o = Then::new(Index::new(1), Index::new(0));
 /// let tup = vec![vec![1], vec![2, 3]];
 ///
@@ -45,7 +47,7 @@ impl<O1, O2> Then<O1, O2> {
     /// The composite `first § second`: run `first`, then `second` on its
     /// focus. Same as [`Optic::then`].
     ///
-    /// Source: seed 000, Snippet 1, lines 15–24.
+    /// Source: Fischer, ∂P.jl notes, Snippet 1, lines 15–24.
     ///
     /// # Example
     ///

@@ -1,4 +1,4 @@
-//! The handle of a user-defined primitive (the seed's `rrule`: K. Fischer,
+//! The handle of a user-defined primitive (the `rrule` of K. Fischer,
 //! "∂P.jl terminology and notation guide", §VII.C, Snippets 18–20).
 //!
 //! The handle belongs to the IR: an [`Op::Custom`](super::Op::Custom) names

@@ -1,5 +1,6 @@
-//! Readable printing of programs, in the spirit of the Knossos demo of seed
-//! 004 §9.
+//! Readable printing of programs, in the spirit of the Knossos demo of
+//! T. Ellis, S. Peyton Jones and A. Fitzgibbon, "Working notes on automatic
+//! differentiation", §9.
 
 use std::fmt;
 

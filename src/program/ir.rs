@@ -192,7 +192,8 @@ impl Op {
 
 /// A comparison recorded while tracing: at the trace point,
 /// `a.partial_cmp(b)` was `ordering`. A program is only valid where every
-/// guard still holds (DESIGN.md §2: branches become guards).
+/// guard still holds (branches become guards: see the book's chapter "The
+/// AD optic functor", section "Copy, delete, branch").
 #[derive(Clone, Copy, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub struct Guard {

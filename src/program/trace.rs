@@ -1,14 +1,14 @@
 //! Tracing: run generic user code on [`Tracer`]s and record one instruction
 //! per primitive.
 //!
-//! Traces nest. Each active trace is a frame on a thread-local stack; a
-//! tracer names its trace. When code inside an inner trace uses a tracer of
-//! an enclosing trace (a closure capture, as in seed 000, Snippets 21–23),
-//! the inner trace records it as an extra input, a *capture*, and the
-//! derived inner program is later evaluated on the outer tracers, which
-//! records it into the outer trace. Perturbations of different levels
-//! therefore never mix. A tracer whose trace is no longer active is
-//! detected and reported as [`Error::ForeignTracer`].
+//! Traces nest. Each active trace is a frame on a thread-local stack; a tracer
+//! names its trace. When code inside an inner trace uses a tracer of an
+//! enclosing trace (a closure capture, as in K. Fischer, "∂P.jl terminology and
+//! notation guide", Snippets 21–23), the inner trace records it as an extra
+//! input, a *capture*, and the derived inner program is later evaluated on the
+//! outer tracers, which records it into the outer trace. Perturbations of
+//! different levels therefore never mix. A tracer whose trace is no longer
+//! active is detected and reported as [`Error::ForeignTracer`].
 
 use std::cell::RefCell;
 use std::cmp::Ordering;

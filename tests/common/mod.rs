@@ -1,6 +1,6 @@
 //! Shared test support: a random-program generator (proptest strategies
 //! for programs, points and cotangents), num-dual forward-mode reference
-//! evaluation (the independent implementation of DESIGN.md §4), error
+//! evaluation (an independent implementation to check against), error
 //! measures, and a deterministic proptest runner that reports the worst
 //! error it saw.
 //!
