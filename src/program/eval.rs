@@ -13,7 +13,7 @@ use crate::rules::{opcode, Prim};
 /// three operands, its parameter in the last slot; for a constant, its bits
 /// in the last two; for an input its number, and for a user rule its entry
 /// in [`Lowered::customs`], in the first.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Instr {
     pub(crate) code: u8,
     pub(crate) a: u32,
@@ -47,6 +47,40 @@ impl PartialEq for LoweredCache {
     }
 }
 
+impl Instr {
+    /// The compact form of an input, a constant or a primitive (`None` for
+    /// a user rule, which refers to a side table).
+    pub(crate) fn of(op: &Op) -> Option<Instr> {
+        Some(match *op {
+            Op::Input(k) => Instr {
+                code: opcode::INPUT,
+                a: k,
+                b: 0,
+                c: 0,
+            },
+            Op::Const(c) => {
+                let bits = c.to_bits();
+                Instr {
+                    code: opcode::CONST,
+                    a: 0,
+                    b: bits as u32,
+                    c: (bits >> 32) as u32,
+                }
+            }
+            Op::Apply { prim, param, args } => {
+                let [a, b, c] = args.padded();
+                Instr {
+                    code: opcode::of(prim),
+                    a: a.0,
+                    b: b.0,
+                    c: if prim.arity() < 3 { param as u32 } else { c.0 },
+                }
+            }
+            Op::Custom { .. } => return None,
+        })
+    }
+}
+
 impl Program {
     /// The compact form of the instruction stream.
     fn lower(&self) -> Lowered {
@@ -54,32 +88,9 @@ impl Program {
         let code = self
             .ops
             .iter()
-            .map(|op| match *op {
-                Op::Input(k) => Instr {
-                    code: opcode::INPUT,
-                    a: k,
-                    b: 0,
-                    c: 0,
-                },
-                Op::Const(c) => {
-                    let bits = c.to_bits();
-                    Instr {
-                        code: opcode::CONST,
-                        a: 0,
-                        b: bits as u32,
-                        c: (bits >> 32) as u32,
-                    }
-                }
-                Op::Apply { prim, param, args } => {
-                    let [a, b, c] = args.padded();
-                    Instr {
-                        code: opcode::of(prim),
-                        a: a.0,
-                        b: b.0,
-                        c: if prim.arity() < 3 { param as u32 } else { c.0 },
-                    }
-                }
-                Op::Custom { rule, args } => {
+            .map(|op| match (Instr::of(op), *op) {
+                (Some(i), _) => i,
+                (None, Op::Custom { rule, args }) => {
                     customs.push((rule, args));
                     Instr {
                         code: opcode::CUSTOM,
@@ -88,6 +99,13 @@ impl Program {
                         c: 0,
                     }
                 }
+                // Every other operation has a compact form.
+                (None, _) => Instr {
+                    code: opcode::CUSTOM,
+                    a: u32::MAX,
+                    b: 0,
+                    c: 0,
+                },
             })
             .collect();
         Lowered { code, customs }

@@ -493,21 +493,29 @@ impl Program {
 /// structural zero can always be folded away.
 pub(crate) const STRUCTURAL_ZERO: f64 = -0.0;
 
-/// Hashable key of an operation, for common-subexpression elimination.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+/// How the builder shares an operation with an equal one pushed before
+/// (common-subexpression elimination).
 enum Key {
-    Const(u64),
-    Apply(Prim, i32, Args),
+    /// A constant or a well-formed primitive, keyed by its 16-byte compact
+    /// form (the interpreter's; small keys keep the table cache-friendly).
+    Compact(super::eval::Instr),
+    /// A user rule's application.
     Custom(u32, Args),
+    /// Not shared: an input, or a malformed operation kept as it is for
+    /// [`Builder::finish`] to report.
+    None,
 }
 
-fn key(op: &Op) -> Option<Key> {
-    Some(match *op {
-        Op::Input(_) => return None,
-        Op::Const(c) => Key::Const(c.to_bits()),
-        Op::Apply { prim, param, args } => Key::Apply(prim, param, args),
+fn key(op: &Op) -> Key {
+    match *op {
+        Op::Input(_) => Key::None,
+        Op::Apply { prim, args, .. } if args.len() != prim.arity() => Key::None,
         Op::Custom { rule, args } => Key::Custom(rule, args),
-    })
+        Op::Const(_) | Op::Apply { .. } => match super::eval::Instr::of(op) {
+            Some(i) => Key::Compact(i),
+            None => Key::None,
+        },
+    }
 }
 
 /// Builds programs one instruction at a time, folding constants, removing
@@ -549,7 +557,8 @@ fn key(op: &Op) -> Option<Key> {
 pub struct Builder {
     ops: Vec<Op>,
     n_inputs: usize,
-    cse: FxHashMap<Key, Var>,
+    cse: FxHashMap<super::eval::Instr, Var>,
+    cse_custom: FxHashMap<(u32, Args), Var>,
     guards: Vec<Guard>,
     rules: Vec<CustomRule>,
     defect: Option<Error>,
@@ -701,6 +710,7 @@ impl Builder {
         self.ops.truncate(len);
         self.n_inputs = n_inputs;
         self.cse.retain(|_, v| v.index() < len);
+        self.cse_custom.retain(|_, v| v.index() < len);
         self.guards
             .retain(|g| g.a.index() < len && g.b.index() < len);
     }
@@ -745,17 +755,17 @@ impl Builder {
                 }
             }
         }
-        match key(&op) {
-            Some(k) => match self.cse.entry(k) {
-                std::collections::hash_map::Entry::Occupied(e) => *e.get(),
-                std::collections::hash_map::Entry::Vacant(e) => {
-                    let v = Var(self.ops.len() as u32);
-                    self.ops.push(op);
-                    *e.insert(v)
-                }
-            },
-            None => self.raw(op),
+        let next = Var(self.ops.len() as u32);
+        let slot = match key(&op) {
+            Key::Compact(k) => self.cse.entry(k).or_insert(next),
+            Key::Custom(r, a) => self.cse_custom.entry((r, a)).or_insert(next),
+            Key::None => return self.raw(op),
+        };
+        let v = *slot;
+        if v == next {
+            self.ops.push(op);
         }
+        v
     }
 
     /// Applies a built-in primitive with integer attribute `param` (0 where
