@@ -26,7 +26,7 @@ use num_dual::{Dual2_64, Dual3_64, Dual64, HyperDual64};
 
 use super::forward::forward;
 use crate::program::trace::Tracer;
-use crate::program::{Builder, Program, Workspace};
+use crate::program::{Builder, Program, Workspace, MAX_ARITY};
 use crate::real::{private, Real};
 use crate::rules::{CustomRule, Prim};
 
@@ -56,19 +56,37 @@ impl ForwardPrograms {
             return 0.0;
         }
         let n = self.arity;
+        if n > MAX_ARITY || x.len() != n || dirs.iter().any(|d| d.len() != n) {
+            return f64::NAN;
+        }
         let p = &self.programs[j - 1];
-        let mut inputs = vec![0.0; n << j];
+        // Inputs [x, d₁] / [x, d₁, d₂, …] of ∂⃗ʲ: at most MAX_ARITY · 2³.
+        let mut buf = [0.0; MAX_ARITY << 3];
+        let inputs = &mut buf[..n << j];
         inputs[..n].copy_from_slice(x);
         for (level, d) in dirs.iter().enumerate() {
             let block = 1usize << level;
             inputs[block * n..(block + 1) * n].copy_from_slice(d);
         }
-        let mut out = vec![0.0; 1 << j];
-        match p.eval_with(&mut Workspace::new(), &inputs, &mut out) {
+        let mut out = [0.0; 1 << 3];
+        let out = &mut out[..1 << j];
+        // One workspace per thread; a nested call (a user rule's value that
+        // differentiates on num-dual numbers) gets a fresh one.
+        let r = WORKSPACE.with(|w| match w.try_borrow_mut() {
+            Ok(mut ws) => p.eval_with(&mut ws, inputs, out),
+            Err(_) => p.eval_with(&mut Workspace::new(), inputs, out),
+        });
+        match r {
             Ok(()) => out[(1 << j) - 1],
             Err(_) => f64::NAN,
         }
     }
+}
+
+thread_local! {
+    /// The evaluation buffer of [`ForwardPrograms::directional`].
+    static WORKSPACE: std::cell::RefCell<Workspace<f64>> =
+        std::cell::RefCell::new(Workspace::new());
 }
 
 /// The cache of forward programs of built-in primitives, by primitive and
@@ -125,9 +143,28 @@ pub(crate) trait DualParts: Copy {
     fn chain(x: &[Self], f0: f64, d: &dyn Fn(&[&[f64]]) -> f64) -> Self;
 }
 
+/// One part of each argument (at most [`MAX_ARITY`]), stored inline so
+/// that forward mode allocates nothing per call.
+struct Parts {
+    vals: [f64; MAX_ARITY],
+    len: usize,
+}
+
+impl std::ops::Deref for Parts {
+    type Target = [f64];
+    fn deref(&self) -> &[f64] {
+        &self.vals[..self.len]
+    }
+}
+
 /// Collects one part of each argument.
-fn parts<T>(x: &[T], f: impl Fn(&T) -> f64) -> Vec<f64> {
-    x.iter().map(f).collect()
+fn parts<T>(x: &[T], f: impl Fn(&T) -> f64) -> Parts {
+    let mut vals = [0.0; MAX_ARITY];
+    let len = x.len().min(MAX_ARITY);
+    for (v, xi) in vals.iter_mut().zip(x) {
+        *v = f(xi);
+    }
+    Parts { vals, len }
 }
 
 impl DualParts for Dual64 {
@@ -183,8 +220,8 @@ impl DualParts for HyperDual64 {
 /// A built-in primitive on num-dual numbers, its derivative parts from its
 /// rule.
 pub(crate) fn chain_prim<D: DualParts>(prim: Prim, param: i32, x: &[D]) -> D {
-    let re: Vec<f64> = x.iter().map(DualParts::real).collect();
-    if re.len() != prim.arity() {
+    let re = parts(x, DualParts::real);
+    if x.len() != prim.arity() {
         return D::chain(x, f64::NAN, &|_| f64::NAN);
     }
     let f0 = prim.value(&re, param);
@@ -195,8 +232,8 @@ pub(crate) fn chain_prim<D: DualParts>(prim: Prim, param: i32, x: &[D]) -> D {
 /// A user rule on num-dual numbers, its derivative parts from its pullback
 /// (so this is not an independent check of the rule).
 pub(crate) fn chain_rule<D: DualParts>(rule: &CustomRule, x: &[D]) -> D {
-    let re: Vec<f64> = x.iter().map(DualParts::real).collect();
-    if re.len() != rule.arity() {
+    let re = parts(x, DualParts::real);
+    if x.len() != rule.arity() {
         return D::chain(x, f64::NAN, &|_| f64::NAN);
     }
     let f0 = rule.value(&re);

@@ -87,17 +87,7 @@ pub(crate) trait Primitive {
         y: Var,
         t: &[Option<Var>],
     ) -> Option<Var> {
-        let mut acc: Option<Var> = None;
-        for (i, ti) in t.iter().enumerate() {
-            let Some(ti) = *ti else { continue };
-            if let Some(c) = Self::pullback(b, x, param, y, ti)[i] {
-                acc = Some(match acc {
-                    Some(a) => b.add(a, c),
-                    None => c,
-                });
-            }
-        }
-        acc
+        transpose_pullback(b, t, |b, ti| Self::pullback(b, x, param, y, ti))
     }
 
     /// The value on num-dual numbers, where num-dual has the function with
@@ -292,6 +282,28 @@ impl std::fmt::Display for Prim {
     }
 }
 
+/// The pushforward of a scalar-valued operation from its pullback: the
+/// pullback's contribution `i` with `ȳ := ṫᵢ` is `∂ᵢf · ṫᵢ`, and the tangent
+/// of the result is their sum (structural zeros skipped), so a derivative
+/// is written once and serves both directions.
+fn transpose_pullback(
+    b: &mut Builder,
+    tangents: &[Option<Var>],
+    mut pullback: impl FnMut(&mut Builder, Var) -> Contribs,
+) -> Option<Var> {
+    let mut acc: Option<Var> = None;
+    for (i, ti) in tangents.iter().enumerate() {
+        let Some(ti) = *ti else { continue };
+        if let Some(c) = pullback(b, ti)[i] {
+            acc = Some(match acc {
+                Some(a) => b.add(a, c),
+                None => c,
+            });
+        }
+    }
+    acc
+}
+
 /// The pullback of one instruction: given its (already rebuilt) operation,
 /// its result `y` and the cotangent `ct` of `y`, emit and return the
 /// cotangent contribution for each operand, in operand order.
@@ -328,17 +340,9 @@ pub(crate) fn pushforward(
         Op::Custom { rule, args } => {
             let r = rules.get(rule as usize)?;
             // Transposition of the pullback, as for built-in primitives.
-            let mut acc: Option<Var> = None;
-            for (i, ti) in tangents.iter().enumerate() {
-                let Some(ti) = *ti else { continue };
-                if let Some(c) = r.pullback_contribs(b, args.as_slice(), y, ti)[i] {
-                    acc = Some(match acc {
-                        Some(a) => b.add(a, c),
-                        None => c,
-                    });
-                }
-            }
-            acc
+            transpose_pullback(b, tangents, |b, ti| {
+                r.pullback_contribs(b, args.as_slice(), y, ti)
+            })
         }
     }
 }
