@@ -22,7 +22,8 @@ use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
 use crate::error::{Error, Result};
-use crate::functor::nested::{derivatives_program, nest, MaxOrder};
+use crate::functor::nested::nest;
+use crate::functor::{MaxTaylorOrder, TaylorProgram};
 use crate::program::trace::{trace_captured, Traced, Tracer};
 use crate::program::{Program, Seed, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
@@ -412,25 +413,27 @@ where
 }
 
 /// All derivatives `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` of a scalar function of one
-/// variable, read off the last closure of ∂⃖ᵏf for `k = 1 … N` with seeds
-/// `d_{2^j} = 1` and all others 0 (see the book's chapter "Higher order and
-/// the nested-closure encoding").
+/// variable, in Taylor mode: the jet of `f` along `x + t` to degree `N`,
+/// whose coefficient `k` times `k!` is `f⁽ᵏ⁾(x)` (the book's chapter
+/// "Taylor mode"). The cost grows like `N²`, so high orders are cheap:
+/// order 50 costs a few thousand operations per primitive.
 ///
-/// Shapes: the result has `N + 1` entries. The work for order `k` grows
-/// like `2ᵏ` before simplification; orders up to about 8 are practical.
+/// The nested ∂⃖ᴺ construction of the same numbers stays available as
+/// [`crate::functor::nested_derivatives`], the independent check.
+///
+/// Shapes: the result has `N + 1` entries. `N` is at most
+/// [`crate::functor::MAX_TAYLOR_ORDER`] (170) at compile time.
 ///
 /// # Errors
 ///
 /// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
-/// [`Error::CapturedOutsideTrace`] if it closes over tracers. The order is
-/// bounded at compile time by [`crate::functor::MAX_ORDER`] (20): a higher
-/// one does not compile.
+/// [`Error::CapturedOutsideTrace`] if it closes over tracers.
 ///
 /// ```compile_fail,E0271
 /// use optic_ad::{derivative, Real};
-/// use typenum::U21;
+/// use typenum::U171;
 ///
-/// let _ = derivative::<U21, _>(|x| x.sin(), 0.3);
+/// let _ = derivative::<U171, _>(|x| x.sin(), 0.3);
 /// ```
 ///
 /// # Example
@@ -438,7 +441,7 @@ where
 /// ```
 /// use approx::assert_relative_eq;
 /// use optic_ad::{derivative, Real};
-/// use typenum::U3;
+/// use typenum::{U3, U40};
 ///
 /// let x = 0.4_f64;
 /// let d = derivative::<U3, _>(|x| x.sin(), x).unwrap();
@@ -446,35 +449,64 @@ where
 /// assert_relative_eq!(d[1], x.cos());
 /// assert_relative_eq!(d[2], -x.sin());
 /// assert_relative_eq!(d[3], -x.cos());
+/// // Order 40: the 40th derivative of sin is sin.
+/// let d = derivative::<U40, _>(|x| x.sin(), x).unwrap();
+/// assert_relative_eq!(d[40], x.sin(), max_relative = 1e-12);
 /// ```
 pub fn derivative<N, F>(f: F, x: f64) -> Result<GenericArray<f64, Add1<N>>>
 where
-    N: Unsigned + Add<B1> + IsLessOrEqual<MaxOrder, Output = True>,
+    N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
     F: Fn(Tracer) -> Tracer,
 {
-    // Evaluated once: no scheduling, unlike the compiled `Derivatives`.
-    let p = traced_derivatives(&f, x, N::to_usize())?;
+    let mut t = traced_univariate(&f, x, N::to_usize())?;
     let mut out = GenericArray::<f64, Add1<N>>::default();
-    p.eval_with(&mut Workspace::new(), &[x], &mut out)?;
+    univariate_derivatives(&mut t, x, &mut out)?;
     Ok(out)
 }
 
-/// Traces a scalar function of one variable at `x` and builds its
-/// `[f, f′, …, f⁽ᴺ⁾]` program.
-fn traced_derivatives<F: Fn(Tracer) -> Tracer>(f: &F, x: f64, order: usize) -> Result<Program> {
+/// Traces a scalar function of one variable at `x` and builds its Taylor
+/// program of degree `order`.
+fn traced_univariate<F: Fn(Tracer) -> Tracer>(
+    f: &F,
+    x: f64,
+    order: usize,
+) -> Result<TaylorProgram> {
     let traced = trace_captured(|t| vec![f(t[0])], &[x])?;
     if !traced.captures.is_empty() {
         return Err(Error::CapturedOutsideTrace(traced.captures.len()));
     }
-    Ok(derivatives_program(&traced.program, order)?.positive_zero_outputs())
+    TaylorProgram::new(&traced.program, order)
 }
 
-/// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable: traced
-/// once, evaluated at many points without allocation (the result is a
-/// stack array), re-traced only where a guard fails.
+/// `[f, f′, …]` into `out` (one more than the degree): the jet along
+/// `x + t`, its coefficient `k` scaled by `k!`. Zeros come out as `+0.0`.
+fn univariate_derivatives(t: &mut TaylorProgram, x: f64, out: &mut [f64]) -> Result<()> {
+    let mut input = vec![0.0; out.len()];
+    input[0] = x;
+    if input.len() > 1 {
+        input[1] = 1.0;
+    }
+    t.eval(&input, out)?;
+    scale_by_factorials(out);
+    Ok(())
+}
+
+/// Coefficient `k ≥ 1` times `k!`, with `−0.0` as `+0.0` (the value,
+/// coefficient 0, is left bit for bit).
+fn scale_by_factorials(c: &mut [f64]) {
+    let mut fact = 1.0;
+    for (k, v) in c.iter_mut().enumerate().skip(1) {
+        fact *= k as f64;
+        *v = *v * fact + 0.0;
+    }
+}
+
+/// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable, in
+/// Taylor mode: traced once, evaluated at many points without allocation
+/// (the result is a stack array), re-traced only where a guard fails.
 ///
-/// Built as [`derivative`] describes, with all orders in one program.
+/// Computed as [`derivative`] describes.
 ///
 /// # Example
 ///
@@ -495,8 +527,8 @@ where
     Add1<N>: ArrayLength,
 {
     f: F,
-    program: Program,
-    ws: Workspace<f64>,
+    taylor: TaylorProgram,
+    input: GenericArray<f64, Add1<N>>,
     out: GenericArray<f64, Add1<N>>,
 }
 
@@ -508,48 +540,44 @@ where
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Derivatives")
             .field("order", &N::to_usize())
-            .field("program_len", &self.program.len())
+            .field("program_len", &self.taylor.program().len())
             .finish()
     }
 }
 
 impl<N, F> Derivatives<N, F>
 where
-    N: Unsigned + Add<B1> + IsLessOrEqual<MaxOrder, Output = True>,
+    N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
     F: Fn(Tracer) -> Tracer,
 {
-    /// Traces `f` at `x0` and builds the derivative program.
+    /// Traces `f` at `x0` and builds its Taylor program.
     ///
     /// # Errors
     ///
     /// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
     /// [`Error::CapturedOutsideTrace`] if it closes over tracers. `N` is
-    /// at most [`crate::functor::MAX_ORDER`] at compile time:
+    /// at most [`crate::functor::MAX_TAYLOR_ORDER`] at compile time:
     ///
     /// ```compile_fail,E0271
     /// use optic_ad::{Derivatives, Real};
-    /// use typenum::U21;
+    /// use typenum::U171;
     ///
-    /// let _ = Derivatives::<U21, _>::new(|x| x.sin(), 0.3);
+    /// let _ = Derivatives::<U171, _>::new(|x| x.sin(), 0.3);
     /// ```
     pub fn new(f: F, x0: f64) -> Result<Self> {
-        let program = Self::build(&f, x0)?;
+        let taylor = traced_univariate(&f, x0, N::to_usize())?;
         Ok(Derivatives {
             f,
-            program,
-            ws: Workspace::new(),
+            taylor,
+            input: GenericArray::default(),
             out: GenericArray::default(),
         })
     }
 
-    fn build(f: &F, x: f64) -> Result<Program> {
-        Ok(traced_derivatives(f, x, N::to_usize())?.schedule())
-    }
-
-    /// The program `x ↦ [f, f′, …, f⁽ᴺ⁾]`.
+    /// The traced program of `f`, whose jets are propagated.
     pub fn program(&self) -> &Program {
-        &self.program
+        self.taylor.program()
     }
 
     /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]`.
@@ -558,14 +586,160 @@ where
     ///
     /// Errors of re-tracing where a guard fails.
     pub fn eval(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
-        let (f, ws, out) = (&self.f, &mut self.ws, &mut self.out);
+        let (f, input, out) = (&self.f, &mut self.input, &mut self.out);
+        input[0] = x;
+        if input.len() > 1 {
+            input[1] = 1.0;
+        }
         run_or_retrace(
-            &mut self.program,
-            || Self::build(f, x),
-            |p| p.eval_with(ws, &[x], out),
+            &mut self.taylor,
+            || traced_univariate(f, x, N::to_usize()),
+            |t| t.eval(input, out),
         )?;
+        scale_by_factorials(out);
         Ok(self.out.clone())
     }
+}
+
+/// The directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`, for
+/// `k = 0 … N`, of a scalar function of several variables, in Taylor mode:
+/// one jet of degree `N` through the traced program, `O(N²)` operations
+/// per primitive. Entry `k` is `Dᵏf(x)[v, …, v]`: entry 1 is `∇f · v`,
+/// entry 2 is `vᵀ H v`.
+///
+/// Shapes: `x` and `v` have the same length `n ≥ 1`; the result has
+/// `N + 1` entries.
+///
+/// # Errors
+///
+/// [`Error::EmptyInput`] for an empty `x`; [`Error::LengthMismatch`]
+/// unless `v.len() == x.len()`; [`Error::ForeignTracer`] if `f` used a
+/// tracer from a finished trace; [`Error::CapturedOutsideTrace`] if it
+/// closes over tracers.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{taylor, Real};
+/// use typenum::U4;
+///
+/// // f(x, y) = eˣ sin y along (1, 2): f(x + t, y + 2t) = eˣ⁺ᵗ sin(y + 2t).
+/// let d = taylor::<U4, _>(|x| x[0].exp() * x[1].sin(), &[0.0, 0.0], &[1.0, 2.0]).unwrap();
+/// // dᵏ/dtᵏ eᵗ sin 2t at 0 = Im (1 + 2i)ᵏ: 0, 2, 4, −2, −24.
+/// assert_relative_eq!(d[1], 2.0, max_relative = 1e-14);
+/// assert_relative_eq!(d[2], 4.0, max_relative = 1e-14);
+/// assert_relative_eq!(d[3], -2.0, max_relative = 1e-14);
+/// assert_relative_eq!(d[4], -24.0, max_relative = 1e-14);
+/// ```
+pub fn taylor<N, F>(f: F, x: &[f64], v: &[f64]) -> Result<GenericArray<f64, Add1<N>>>
+where
+    N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
+    Add1<N>: ArrayLength,
+    F: Fn(&[Tracer]) -> Tracer,
+{
+    let mut t = traced_multivariate(&f, x, N::to_usize())?;
+    let mut out = GenericArray::<f64, Add1<N>>::default();
+    directional_jet(&mut t, x, v, &mut Vec::new(), &mut out)?;
+    scale_by_factorials(&mut out);
+    Ok(out)
+}
+
+/// Traces a scalar function of several variables at `x` and builds its
+/// Taylor program of degree `order`.
+fn traced_multivariate<F: Fn(&[Tracer]) -> Tracer>(
+    f: &F,
+    x: &[f64],
+    order: usize,
+) -> Result<TaylorProgram> {
+    check_nonempty("taylor", x.len())?;
+    let traced = trace_captured(|t| vec![f(t)], x)?;
+    if !traced.captures.is_empty() {
+        return Err(Error::CapturedOutsideTrace(traced.captures.len()));
+    }
+    TaylorProgram::new(&traced.program, order)
+}
+
+/// The jet of `f(x + t v)` (normalised coefficients) into `out`, with
+/// `inputs` as the buffer of input jets.
+fn directional_jet(
+    t: &mut TaylorProgram,
+    x: &[f64],
+    v: &[f64],
+    inputs: &mut Vec<f64>,
+    out: &mut [f64],
+) -> Result<()> {
+    check_len("direction v", x.len(), v.len())?;
+    check_len("point x", t.program().n_inputs(), x.len())?;
+    let w = t.degree() + 1;
+    inputs.clear();
+    inputs.resize(x.len() * w, 0.0);
+    for (i, (&xi, &vi)) in x.iter().zip(v).enumerate() {
+        inputs[i * w] = xi;
+        if w > 1 {
+            inputs[i * w + 1] = vi;
+        }
+    }
+    t.eval(inputs, out)
+}
+
+/// The third-derivative tensor contracted with three directions,
+/// `D³f(x)[u, v, w] = Σᵢⱼₖ ∂³f/∂xᵢ∂xⱼ∂xₖ uᵢ vⱼ wₖ`, from four univariate
+/// jets of degree 3 by interpolation (Griewank, Utke & Walther,
+/// "Evaluating higher derivative tensors by forward propagation of
+/// univariate Taylor series", Math. Comp. 69 (2000), §3): with
+/// `g(d) = D³f(x)[d, d, d]`, the polarisation identity of a symmetric
+/// trilinear form gives
+///
+/// ```text
+/// 24 D³f[u, v, w] = g(u + v + w) − g(u + v − w) − g(u − v + w) + g(u − v − w).
+/// ```
+///
+/// Cost: one trace and four degree-3 jets, each about ten times the
+/// operations of `f` for products, so about 40 evaluations of `f` whatever
+/// `n` is; the full tensor would need `n(n + 1)(n + 2)/6` jets. The
+/// differences cancel where the directions differ greatly in size: scale
+/// them to comparable norms for full accuracy.
+///
+/// Shapes: `x`, `u`, `v` and `w` have the same length `n ≥ 1`.
+///
+/// # Errors
+///
+/// As [`taylor()`]: [`Error::EmptyInput`], [`Error::LengthMismatch`],
+/// [`Error::ForeignTracer`], [`Error::CapturedOutsideTrace`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{d3, Real};
+///
+/// // f = x y z: D³f[u, v, w] sums uᵢvⱼwₖ over the permutations of (x, y, z).
+/// let f = |x: &[optic_ad::Tracer]| x[0] * x[1] * x[2];
+/// let (u, v, w) = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]);
+/// assert_relative_eq!(d3(f, &[0.3, 0.4, 0.5], &u, &v, &w).unwrap(), 1.0, max_relative = 1e-14);
+/// ```
+pub fn d3<F>(f: F, x: &[f64], u: &[f64], v: &[f64], w: &[f64]) -> Result<f64>
+where
+    F: Fn(&[Tracer]) -> Tracer,
+{
+    check_nonempty("d3", x.len())?;
+    for (what, d) in [("direction u", u), ("direction v", v), ("direction w", w)] {
+        check_len(what, x.len(), d.len())?;
+    }
+    let mut t = traced_multivariate(&f, x, 3)?;
+    let (mut inputs, mut dir) = (Vec::new(), vec![0.0; x.len()]);
+    let mut total = 0.0;
+    for (sv, sw, sign) in [(1.0, 1.0, 1.0), (1.0, -1.0, -1.0), (-1.0, 1.0, -1.0), (-1.0, -1.0, 1.0)] {
+        for (i, d) in dir.iter_mut().enumerate() {
+            *d = u[i] + sv * v[i] + sw * w[i];
+        }
+        let mut out = [0.0; 4];
+        directional_jet(&mut t, x, &dir, &mut inputs, &mut out)?;
+        // g(d) = 3! · coefficient 3.
+        total += sign * 6.0 * out[3];
+    }
+    Ok(total / 24.0 + 0.0)
 }
 
 /// A compiled gradient: traced once, evaluated at many points with no

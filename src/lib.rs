@@ -25,7 +25,7 @@
 //! let hv = hvp(f, &x, &v).unwrap(); // H = [[−x₁ sin x₀, cos x₀], [cos x₀, 3 x₁]]
 //! assert_relative_eq!(hv[0], -2.0 * 0.3_f64.sin() - 0.3_f64.cos());
 //! let d = derivative::<U3, _>(|t| t.sin() * t.exp(), 0.5).unwrap(); // [f, f′, f″, f‴]
-//! assert_relative_eq!(d[3], 2.0 * 0.5_f64.exp() * (0.5_f64.cos() - 0.5_f64.sin()));
+//! assert_relative_eq!(d[3], 2.0 * 0.5_f64.exp() * (0.5_f64.cos() - 0.5_f64.sin()), max_relative = 1e-14);
 //! ```
 //!
 //! # Vocabulary
@@ -74,7 +74,7 @@ mod real;
 pub mod rules;
 
 pub use drivers::{
-    derivative, gradient, hessian, hvp, jacobian, jvp, vjp, Derivatives, Gradient, Hvp,
+    d3, derivative, gradient, hessian, hvp, jacobian, jvp, taylor, vjp, Derivatives, Gradient, Hvp,
 };
 pub use error::{Error, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};

@@ -113,6 +113,42 @@ pub(crate) fn derivatives_program(p: &Program, order: usize) -> Result<Program> 
     Ok(b.finish_unchecked(&outs).dce())
 }
 
+/// The program `x ↦ [f(x), f′(x), …, f⁽ᴺ⁾(x)]` of a scalar function of one
+/// variable (`p` has one input and one output) by the nested-closure
+/// encoding: the last closure of ∂⃖ᵏf for `k = 1 … N`, with seeds
+/// `d_{2^j} = 1` and all others structural zeros (the book's chapter
+/// "Higher order and the nested-closure encoding"). The orders share one
+/// builder, so common work is computed once. Structural zeros come out as
+/// `+0.0`.
+///
+/// This is the card's construction, kept as the independent check of
+/// Taylor mode ([`crate::derivative`] and [`crate::Derivatives`] use
+/// [`super::TaylorProgram`]): its size grows like `2ᴺ` before the passes
+/// prune it, so orders up to about 8 are practical.
+///
+/// # Errors
+///
+/// [`Error::Layout`] unless `p` has one input and one output;
+/// [`Error::OrderTooHigh`] above [`MAX_ORDER`];
+/// [`Error::ProgramTooLarge`] where a nesting level would pass
+/// [`MAX_NESTED_LEN`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::functor::nested_derivatives;
+/// use optic_ad::{trace, Real};
+///
+/// let p = trace(|x| vec![x[0].sin()], &[0.0]).unwrap();
+/// let d = nested_derivatives(&p, 3).unwrap();
+/// let v = d.eval(&[0.5_f64]).unwrap();
+/// assert_relative_eq!(v[3], -0.5_f64.cos());
+/// ```
+pub fn nested_derivatives(p: &Program, order: usize) -> Result<Program> {
+    Ok(derivatives_program(p, order)?.positive_zero_outputs())
+}
+
 /// The highest order of the nested-closure encoding, `20`: ∂⃖²⁰ has
 /// 2²⁰ − 1 closures. The typed drivers and [`Nested`] bound their order by
 /// it at compile time; [`nest`] checks it at run time.

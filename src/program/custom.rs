@@ -65,6 +65,24 @@ pub trait Rule: Send + Sync + 'static {
     /// `b` (the arguments, `y`, `ct` and what it pushes), and return one
     /// value per argument.
     fn pullback(&self, b: &mut Builder, x: &[Var], y: Var, ct: Var) -> Vec<Var>;
+
+    /// The rule's own Taylor rule, if it has one: from the arguments' jets
+    /// `x` ([`Rule::arity`] slices of normalised Taylor coefficients,
+    /// `xᵢ[k] = xᵢ⁽ᵏ⁾(0)/k!`, each as long as `y`), write the jet of
+    /// `f(x(t))` into `y` and return `true`. `y[0]` is then replaced by
+    /// [`Rule::value`].
+    ///
+    /// The default returns `false`, and the Taylor functor derives a rule
+    /// from the pullback: with `y′ = Σᵢ ∂ᵢf(x) xᵢ′`, the jets of the
+    /// partials `∂ᵢf(x(t))` (the pullback's program with `ȳ = 1`) are
+    /// computed to degree `K − 1` and the recurrence
+    /// `k yₖ = Σᵢ Σ_{j=1..k} j xᵢⱼ ∂ᵢf_{k−j}` closes. That costs `O(K²)`
+    /// when the pullback does not read `y`, and `O(K³)` when it does (the
+    /// partials' jet then needs `y`'s to one degree less, recursively).
+    fn taylor(&self, x: &[&[f64]], y: &mut [f64]) -> bool {
+        let _ = (x, y);
+        false
+    }
 }
 
 /// A user-defined primitive of one argument: [`Rule`] with `arity` 1.
@@ -105,6 +123,16 @@ pub trait ScalarRule: Send + Sync + 'static {
     /// the cotangent `ct` of `y`, return the cotangent of `x`, `f′(x)·ct`.
     /// It must be linear in `ct`.
     fn pullback(&self, b: &mut Builder, x: Var, y: Var, ct: Var) -> Var;
+
+    /// The rule's own Taylor rule, if it has one: from the jet `x` of the
+    /// argument (normalised Taylor coefficients, `x[k] = x⁽ᵏ⁾(0)/k!`, as
+    /// long as `y`), write the jet of `f(x(t))` into `y` and return `true`.
+    /// The default returns `false`: the rule is then derived from the
+    /// pullback (see [`Rule::taylor`]).
+    fn taylor(&self, x: &[f64], y: &mut [f64]) -> bool {
+        let _ = (x, y);
+        false
+    }
 }
 
 impl<R: ScalarRule> Rule for R {
@@ -119,6 +147,9 @@ impl<R: ScalarRule> Rule for R {
     }
     fn pullback(&self, b: &mut Builder, x: &[Var], y: Var, ct: Var) -> Vec<Var> {
         vec![ScalarRule::pullback(self, b, x[0], y, ct)]
+    }
+    fn taylor(&self, x: &[&[f64]], y: &mut [f64]) -> bool {
+        ScalarRule::taylor(self, x[0], y)
     }
 }
 
@@ -188,6 +219,16 @@ impl CustomRule {
         } else {
             f64::NAN
         }
+    }
+
+    /// The rule's own Taylor rule (see [`Rule::taylor`]); `false` where
+    /// it has none or the shapes do not fit (`x.len()` is not the arity or
+    /// a jet is shorter than `y`).
+    pub fn taylor(&self, x: &[&[f64]], y: &mut [f64]) -> bool {
+        if x.len() != self.arity() || x.iter().any(|j| j.len() < y.len()) || y.is_empty() {
+            return false;
+        }
+        self.inner.taylor(x, y)
     }
 
     /// Emits the pullback (see [`Rule::pullback`]).

@@ -11,6 +11,7 @@
 //! `a − (+0) = a`, `a + (−b) = a − b`, `(−a)(−b) = ab`, …) or produce
 //! structural zeros (`x · 0`, `0 / x`, `x − x`), see [`Builder`].
 
+use super::jet::{self, Scratch};
 use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
@@ -44,6 +45,11 @@ impl Primitive for Add {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0] + x[1]
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        for (k, v) in y.iter_mut().enumerate() {
+            *v = x[0][k] + x[1][k];
+        }
     }
     fn pullback(_: &mut Builder, _: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         [Some(ct), Some(ct), None]
@@ -90,6 +96,11 @@ impl Primitive for Sub {
     fn value(x: &[f64], _: i32) -> f64 {
         x[0] - x[1]
     }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        for (k, v) in y.iter_mut().enumerate() {
+            *v = x[0][k] - x[1][k];
+        }
+    }
     fn pullback(b: &mut Builder, _: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         [Some(ct), Some(b.neg(ct)), None]
     }
@@ -132,6 +143,9 @@ impl Primitive for Mul {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0] * x[1]
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        jet::mul(x[0], x[1], y);
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         [Some(b.mul(ct, x[1])), Some(b.mul(ct, x[0])), None]
@@ -190,6 +204,10 @@ impl Primitive for Div {
     fn value(x: &[f64], _: i32) -> f64 {
         x[0] / x[1]
     }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        y[0] = x[0][0] / x[1][0];
+        jet::div(x[0], x[1], y);
+    }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
         let ga = b.div(ct, x[1]);
         let t = b.mul(ga, y);
@@ -241,6 +259,11 @@ impl Primitive for Neg {
     fn value(x: &[f64], _: i32) -> f64 {
         -x[0]
     }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        for (k, v) in y.iter_mut().enumerate() {
+            *v = -x[0][k];
+        }
+    }
     fn pullback(b: &mut Builder, _: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         [Some(b.neg(ct)), None, None]
     }
@@ -260,6 +283,12 @@ impl Primitive for MulAdd {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].mul_add(x[1], x[2])
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        for k in 1..y.len() {
+            y[k] = jet::conv(x[0], x[1], k) + x[2][k];
+        }
+        y[0] = x[0][0].mul_add(x[1][0], x[2][0]);
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         [Some(b.mul(ct, x[1])), Some(b.mul(ct, x[0])), Some(ct)]

@@ -13,6 +13,7 @@
 
 use std::f64::consts::{LN_10, LN_2};
 
+use super::jet::{self, Scratch};
 use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
@@ -41,7 +42,7 @@ macro_rules! exp_log_list {
 }
 
 macro_rules! unary {
-    ($P:ident, $name:literal, |$x:ident| $v:expr, |$b:ident, $xv:ident, $y:ident, $ct:ident| $pb:expr, |$d:ident| $dual:expr) => {
+    ($P:ident, $name:literal, |$x:ident| $v:expr, |$b:ident, $xv:ident, $y:ident, $ct:ident| $pb:expr, |$d:ident| $dual:expr, |$tx:ident, $ty:ident, $ts:ident| $tay:expr) => {
         #[doc = concat!("`", $name, "`.")]
         pub struct $P;
         impl Primitive for $P {
@@ -60,13 +61,26 @@ macro_rules! unary {
                 let $d = x[0];
                 $dual
             }
+            fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], s: &mut Scratch) {
+                // y₀ is the value, before the rule (which may read it)
+                // and after (which may use the slot for a companion).
+                let y0 = Self::value(&[x[0][0]], 0);
+                y[0] = y0;
+                {
+                    let ($tx, $ty, $ts) = (x[0], &mut *y, s);
+                    $tay;
+                }
+                y[0] = y0;
+            }
         }
     };
 }
 
 unary!(Exp, "exp", |x| x.exp(), |b, _x, y, ct| b.mul(ct, y), |d| {
     Some(d.exp())
-});
+},
+    |x, y, _sc| jet::exp(x, y)
+);
 unary!(
     Exp2,
     "exp2",
@@ -75,7 +89,13 @@ unary!(
         let d = b.scale(LN_2, y);
         b.mul(ct, d)
     },
-    |d| Some(d.exp2())
+    |d| Some(d.exp2()),
+    |x, y, _sc| {
+        // y′ = (ln 2) y x′.
+        for k in 1..y.len() {
+            y[k] = LN_2 * jet::chain(x, y, k);
+        }
+    }
 );
 unary!(
     ExpM1,
@@ -87,11 +107,18 @@ unary!(
         let e = b.exp(x);
         b.mul(ct, e)
     },
-    |d| Some(d.exp_m1())
+    |d| Some(d.exp_m1()),
+    |x, y, _sc| {
+        // The jet of eˣ; its constant term is then the value eˣ − 1.
+        y[0] = x[0].exp();
+        jet::exp(x, y)
+    }
 );
 unary!(Ln, "ln", |x| x.ln(), |b, x, _y, ct| b.div(ct, x), |d| Some(
     d.ln()
-));
+),
+    |x, y, _sc| jet::integrate_over(x, x, x[0], y)
+);
 unary!(
     Log2,
     "log2",
@@ -100,7 +127,11 @@ unary!(
         let d = b.scale(LN_2, x);
         b.div(ct, d)
     },
-    |d| Some(d.log2())
+    |d| Some(d.log2()),
+    |x, y, _sc| {
+        jet::integrate_over(x, x, x[0], y);
+        y[1..].iter_mut().for_each(|v| *v /= LN_2)
+    }
 );
 unary!(
     Log10,
@@ -110,7 +141,11 @@ unary!(
         let d = b.scale(LN_10, x);
         b.div(ct, d)
     },
-    |d| Some(d.log10())
+    |d| Some(d.log10()),
+    |x, y, _sc| {
+        jet::integrate_over(x, x, x[0], y);
+        y[1..].iter_mut().for_each(|v| *v /= LN_10)
+    }
 );
 unary!(
     Ln1p,
@@ -121,5 +156,6 @@ unary!(
         let d = b.add(x, one);
         b.div(ct, d)
     },
-    |d| Some(d.ln_1p())
+    |d| Some(d.ln_1p()),
+    |x, y, _sc| jet::integrate_over(x, x, 1.0 + x[0], y)
 );

@@ -15,6 +15,7 @@
 //! near 1 (`acosh`) and for negative arguments (`atanh`, which rounds
 //! `1 − x`), by up to 1e-10 relative.
 
+use super::jet::{self, Scratch};
 use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
@@ -50,7 +51,12 @@ unary!(
         let c = b.cosh(x);
         b.mul(ct, c)
     },
-    |d| Some(d.sinh())
+    |d| Some(d.sinh()),
+    |x, y, sc| {
+        let [c, ..] = sc.take(y.len());
+        c[0] = x[0].cosh();
+        jet::sinh_cosh(x, y, c)
+    }
 );
 unary!(
     Cosh,
@@ -60,7 +66,12 @@ unary!(
         let s = b.sinh(x);
         b.mul(ct, s)
     },
-    |d| Some(d.cosh())
+    |d| Some(d.cosh()),
+    |x, y, sc| {
+        let [s, ..] = sc.take(y.len());
+        s[0] = x[0].sinh();
+        jet::sinh_cosh(x, s, y)
+    }
 );
 unary!(
     Tanh,
@@ -74,7 +85,17 @@ unary!(
         let s = b.apply(super::Prim::Sech2, 0, &[x]);
         b.mul(ct, s)
     },
-    |d| Some(d.tanh())
+    |d| Some(d.tanh()),
+    |x, y, sc| {
+        // y′ = sech²x · x′ with w = sech² x = 1 − y², whose constant term
+        // is the accurate value of sech² rather than 1 − y₀².
+        let [w, ..] = sc.take(y.len());
+        w[0] = Sech2::value(&[x[0]], 0);
+        for k in 1..y.len() {
+            y[k] = jet::chain(x, w, k);
+            w[k] = -jet::conv(y, y, k);
+        }
+    }
 );
 unary!(
     Asinh,
@@ -85,7 +106,15 @@ unary!(
         let h = b.hypot(x, one);
         b.div(ct, h)
     },
-    |d| Some(d.asinh())
+    |d| Some(d.asinh()),
+    |x, y, sc| {
+        // √(1 + x²) y′ = x′.
+        let [v, u, ..] = sc.take(y.len());
+        jet::square_plus(x, 1.0, x[0].mul_add(x[0], 1.0), v);
+        u[0] = x[0].hypot(1.0);
+        jet::sqrt(v, u);
+        jet::integrate_over(x, u, u[0], y)
+    }
 );
 unary!(
     Acosh,
@@ -99,7 +128,15 @@ unary!(
         let s = b.sqrt(p);
         b.div(ct, s)
     },
-    |d| (d.re() > 1.0).then(|| d.acosh())
+    |d| (d.re() > 1.0).then(|| d.acosh()),
+    |x, y, sc| {
+        // √((x − 1)(x + 1)) y′ = x′.
+        let [v, u, ..] = sc.take(y.len());
+        jet::square_plus(x, 1.0, (x[0] - 1.0) * (x[0] + 1.0), v);
+        u[0] = v[0].sqrt();
+        jet::sqrt(v, u);
+        jet::integrate_over(x, u, u[0], y)
+    }
 );
 unary!(
     Atanh,
@@ -112,7 +149,13 @@ unary!(
         let p = b.mul(l, r);
         b.div(ct, p)
     },
-    |d| (d.re().abs() < 1.0).then(|| d.atanh())
+    |d| (d.re().abs() < 1.0).then(|| d.atanh()),
+    |x, y, sc| {
+        // (1 − x)(1 + x) y′ = x′.
+        let [u, ..] = sc.take(y.len());
+        jet::square_plus(x, -1.0, (1.0 - x[0]) * (1.0 + x[0]), u);
+        jet::integrate_over(x, u, u[0], y)
+    }
 );
 
 /// `sech² x = 1 / cosh² x`.
@@ -126,6 +169,19 @@ impl Primitive for Sech2 {
         // smallest subnormal anyway: 1/∞ = 0 is the right answer.
         let c = x[0].cosh();
         1.0 / (c * c)
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        // With t = tanh x: t′ = y x′ and y′ = −2 t y x′; p = t·y grows
+        // alongside.
+        let [t, p, ..] = sc.take(y.len());
+        y[0] = Self::value(&[x[0][0]], 0);
+        t[0] = x[0][0].tanh();
+        p[0] = t[0] * y[0];
+        for k in 1..y.len() {
+            t[k] = jet::chain(x[0], y, k);
+            y[k] = -2.0 * jet::chain(x[0], p, k);
+            p[k] = jet::conv(t, y, k);
+        }
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
         // (sech² x)′ = −2 sech² x tanh x.

@@ -24,6 +24,7 @@ mod arith;
 mod exp_log;
 #[macro_use]
 mod hyperbolic;
+pub(crate) mod jet;
 #[macro_use]
 mod nonsmooth;
 #[macro_use]
@@ -89,6 +90,13 @@ pub(crate) trait Primitive {
     ) -> Option<Var> {
         transpose_pullback(b, t, |b, ti| Self::pullback(b, x, param, y, ti))
     }
+
+    /// The Taylor rule: from the operands' jets `x` (each of `y.len()`
+    /// normalised Taylor coefficients, `xₖ = x⁽ᵏ⁾(0)/k!`), write the jet of
+    /// `y`, `y[0]` included (the f64 value, bit for bit). `O(K²)` for a jet
+    /// of degree `K` (the gamma family `O(K³)`), by the recurrences of
+    /// [`jet`]; `s` holds intermediate jets.
+    fn taylor(x: &[&[f64]], param: i32, y: &mut [f64], s: &mut jet::Scratch);
 
     /// The value on num-dual numbers, where num-dual has the function with
     /// the right semantics. `None` (the default) makes the num-dual types
@@ -204,6 +212,16 @@ macro_rules! table {
             ) -> Option<Var> {
                 match self {
                     $( $( Prim::$P => <$fam::$P as Primitive>::pushforward(b, x, param, y, t), )* )*
+                }
+            }
+
+            /// The Taylor rule (see `Primitive::taylor`).
+            #[inline]
+            pub(crate) fn taylor(
+                self, x: &[&[f64]], param: i32, y: &mut [f64], s: &mut jet::Scratch,
+            ) {
+                match self {
+                    $( $( Prim::$P => <$fam::$P as Primitive>::taylor(x, param, y, s), )* )*
                 }
             }
 

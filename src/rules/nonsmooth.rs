@@ -19,6 +19,7 @@
 //! derivative at a NaN argument is then half the cotangent each.
 //! `clamp` returns NaN (std panics) when `lo > hi` or a bound is NaN.
 
+use super::jet::Scratch;
 use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
@@ -61,6 +62,12 @@ impl Primitive for Select {
             x[2]
         }
     }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        // The branch is chosen by the condition's value; its jet passes
+        // through whole (the condition's own jet has no effect).
+        let pick = if x[0][0] > 0.0 { x[1] } else { x[2] };
+        y.copy_from_slice(&pick[..y.len()]);
+    }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         let zero = b.zero();
         let ga = b.select(x[0], ct, zero);
@@ -95,6 +102,14 @@ impl Primitive for Abs {
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].abs()
     }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        // ±x by the sign of x₀ (the pullback's: derivative 1 at ±0).
+        let sign = if -x[0][0] > 0.0 { -1.0 } else { 1.0 };
+        for (k, v) in y.iter_mut().enumerate() {
+            *v = sign * x[0][k];
+        }
+        y[0] = x[0][0].abs();
+    }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         // −ȳ where −x > 0, else ȳ: derivative 1 at ±0.
         let nx = b.neg(x[0]);
@@ -120,6 +135,10 @@ macro_rules! flat {
             }
             fn pullback(_: &mut Builder, _: &[Var], _: i32, _: Var, _: Var) -> Contribs {
                 [None; 3]
+            }
+            fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+                y.fill(0.0);
+                y[0] = x[0][0].$f();
             }
             fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
                 Some(D::from(x[0].re().$f()))
@@ -156,6 +175,25 @@ fn dual_pick<D: DualF64>(a: D, c: D, greater: bool) -> D {
     }
 }
 
+/// The jet of `max`/`min`: the greater (`greater`) or lesser argument's
+/// by value, the mean of both at a tie (the pullback's shares), the other
+/// argument's where one is NaN (std's semantics).
+fn pick_jet(x: &[&[f64]], y: &mut [f64], greater: bool) {
+    let (a, c) = (x[0], x[1]);
+    let (ar, cr) = (a[0], c[0]);
+    if ar.is_nan() {
+        y.copy_from_slice(&c[..y.len()]);
+    } else if cr.is_nan() || (ar != cr && (ar > cr) == greater) {
+        y.copy_from_slice(&a[..y.len()]);
+    } else if ar != cr {
+        y.copy_from_slice(&c[..y.len()]);
+    } else {
+        for (k, v) in y.iter_mut().enumerate() {
+            *v = 0.5 * a[k] + 0.5 * c[k];
+        }
+    }
+}
+
 /// `max(a, b)`.
 pub struct Max;
 impl Primitive for Max {
@@ -164,6 +202,10 @@ impl Primitive for Max {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].max(x[1])
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        pick_jet(x, y, true);
+        y[0] = Self::value(&[x[0][0], x[1][0]], 0);
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         let ga = max_share(b, x[0], x[1], ct);
@@ -186,6 +228,10 @@ impl Primitive for Min {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].min(x[1])
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        pick_jet(x, y, false);
+        y[0] = Self::value(&[x[0][0], x[1][0]], 0);
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         // min(a, b) = −max(−a, −b): a gets ȳ where b > a.
@@ -215,6 +261,26 @@ impl Primitive for Clamp {
         } else {
             v.clamp(lo, hi)
         }
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        // The jet of the argument that is the value: x strictly inside,
+        // a bound strictly outside; at a bound (or with a NaN) no argument
+        // moves it (the pullback's convention).
+        let (v, lo, hi) = (x[0][0], x[1][0], x[2][0]);
+        let from = if v - lo > 0.0 && hi - v > 0.0 {
+            Some(x[0])
+        } else if lo - v > 0.0 {
+            Some(x[1])
+        } else if v - hi > 0.0 {
+            Some(x[2])
+        } else {
+            None
+        };
+        match from {
+            Some(j) => y.copy_from_slice(&j[..y.len()]),
+            None => y.fill(0.0),
+        }
+        y[0] = Self::value(&[v, lo, hi], 0);
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         let (v, lo, hi) = (x[0], x[1], x[2]);

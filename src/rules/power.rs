@@ -13,6 +13,7 @@
 //!   nothing overflows where `h` does not; NaN at `(0, 0)`, where no
 //!   gradient exists
 
+use super::jet::{self, Scratch};
 use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
@@ -44,6 +45,17 @@ impl Primitive for Powi {
     #[inline(always)]
     fn value(x: &[f64], n: i32) -> f64 {
         x[0].powi(n)
+    }
+    fn taylor(x: &[&[f64]], n: i32, y: &mut [f64], sc: &mut Scratch) {
+        let x = x[0];
+        if x[0] == 0.0 && n >= 0 {
+            // x y′ = n y x′ divides by x₀: square the jet instead.
+            jet::pow_uint(x, u64::from(n.unsigned_abs()), y, sc);
+        } else {
+            y[0] = Self::value(&[x[0]], n);
+            jet::pow_real(x, f64::from(n), y);
+        }
+        y[0] = Self::value(&[x[0]], n);
     }
     fn pullback(b: &mut Builder, x: &[Var], n: i32, y: Var, ct: Var) -> Contribs {
         // n xⁿ⁻¹, or n xⁿ / x where n − 1 would overflow (n = i32::MIN).
@@ -81,6 +93,54 @@ impl Primitive for Powf {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].powf(x[1])
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        let (a, e) = (x[0], x[1]);
+        let y0 = Self::value(&[a[0], e[0]], 0);
+        let constant_exponent = e[1..].iter().all(|&v| v == 0.0);
+        if a[0] == 0.0 && a[1..].iter().all(|&v| v == 0.0) {
+            // 0ᵉ: constant in e (the pullback's convention at a = 0).
+            y.fill(0.0);
+        } else if constant_exponent {
+            // a^r for a fixed r: a y′ = r y a′, or at a = 0 repeated
+            // squaring for a whole r ≥ 0 (else yₖ = 0 below r and no
+            // finite coefficient above it).
+            let r = e[0];
+            if a[0] != 0.0 {
+                y[0] = y0;
+                jet::pow_real(a, r, y);
+            } else if r >= 0.0 && r.fract() == 0.0 && r <= f64::from(u32::MAX) {
+                jet::pow_uint(a, r as u64, y, sc);
+            } else {
+                for (k, v) in y.iter_mut().enumerate() {
+                    *v = if (k as f64) < r { 0.0 } else { f64::NAN };
+                }
+            }
+        } else if a[0] > 0.0 {
+            // aᵉ = exp(e ln a).
+            let len = y.len();
+            let [l, p, ..] = sc.take(len);
+            l[0] = a[0].ln();
+            jet::integrate_over(a, a, a[0], l);
+            jet::mul(e, l, p);
+            y[0] = y0;
+            jet::exp(p, y);
+        } else if a[0] == 0.0 {
+            // At a = 0 the exponent's part vanishes (the pullback's
+            // convention): the base's part of a fixed exponent e₀.
+            let r = e[0];
+            if r >= 0.0 && r.fract() == 0.0 && r <= f64::from(u32::MAX) {
+                jet::pow_uint(a, r as u64, y, sc);
+            } else {
+                for (k, v) in y.iter_mut().enumerate() {
+                    *v = if (k as f64) < r { 0.0 } else { f64::NAN };
+                }
+            }
+        } else {
+            // a < 0: not differentiable in the exponent.
+            y.fill(f64::NAN);
+        }
+        y[0] = y0;
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
         let (base, e) = (x[0], x[1]);
@@ -121,6 +181,10 @@ impl Primitive for Sqrt {
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].sqrt()
     }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        y[0] = Self::value(&[x[0][0]], 0);
+        jet::sqrt(x[0], y);
+    }
     fn pullback(b: &mut Builder, _: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
         let two_y = b.scale(2.0, y);
         [Some(b.div(ct, two_y)), None, None]
@@ -139,6 +203,21 @@ impl Primitive for Cbrt {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].cbrt()
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        // 3y² y′ = x′ (as the pullback: +∞ at 0, not 0/0), with u = 3y²
+        // grown alongside.
+        let [u, ..] = sc.take(y.len());
+        y[0] = Self::value(&[x[0][0]], 0);
+        u[0] = 3.0 * y[0] * y[0];
+        for k in 1..y.len() {
+            let mut s = 0.0;
+            for j in 1..k {
+                s += j as f64 * y[j] * u[k - j];
+            }
+            y[k] = (x[0][k] - s / k as f64) / u[0];
+            u[k] = 3.0 * jet::conv(y, y, k);
+        }
     }
     fn pullback(b: &mut Builder, _: &[Var], _: i32, y: Var, ct: Var) -> Contribs {
         let y2 = b.mul(y, y);
@@ -160,6 +239,27 @@ impl Primitive for Hypot {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].hypot(x[1])
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        // h = √(a² + b²) with both scaled by h₀ = hypot(a₀, b₀), so the
+        // square starts at 1 and neither overflows.
+        let len = y.len();
+        let y0 = Self::value(&[x[0][0], x[1][0]], 0);
+        let h = if y0 > 0.0 && y0.is_finite() { y0 } else { 1.0 };
+        let [a, b, u, r] = sc.take(len);
+        for k in 0..len {
+            a[k] = x[0][k] / h;
+            b[k] = x[1][k] / h;
+        }
+        for k in 0..len {
+            u[k] = jet::conv(a, a, k) + jet::conv(b, b, k);
+        }
+        r[0] = u[0].sqrt();
+        jet::sqrt(u, r);
+        for k in 1..len {
+            y[k] = h * r[k];
+        }
+        y[0] = y0;
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, h: Var, ct: Var) -> Contribs {
         let cx = b.div(x[0], h);

@@ -11,6 +11,7 @@
 
 use std::f64::consts::FRAC_2_SQRT_PI;
 
+use super::jet::{self, Scratch};
 use super::{special_values as sv, Contribs, Primitive};
 use crate::program::{Builder, Var};
 
@@ -50,6 +51,10 @@ impl Primitive for Erf {
     fn value(x: &[f64], _: i32) -> f64 {
         sv::erf(x[0])
     }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        erf_jet(x[0], y, sc);
+        y[0] = Self::value(&[x[0][0]], 0);
+    }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         let g = gauss(b, x[0]);
         [Some(b.mul(ct, g)), None, None]
@@ -64,11 +69,37 @@ impl Primitive for Erfc {
     fn value(x: &[f64], _: i32) -> f64 {
         sv::erfc(x[0])
     }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        erf_jet(x[0], y, sc);
+        y[1..].iter_mut().for_each(|v| *v = -*v);
+        y[0] = Self::value(&[x[0][0]], 0);
+    }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         let g = gauss(b, x[0]);
         let p = b.mul(ct, g);
         [Some(b.neg(p)), None, None]
     }
+}
+
+/// The jet of `erf x` (`y₀` not written): `y′ = g x′` with
+/// `g = (2/√π) e^{−x²}`, itself the jet of `exp` of `−x²`.
+fn erf_jet(x: &[f64], y: &mut [f64], sc: &mut Scratch) {
+    let len = y.len();
+    let [q, g, ..] = sc.take(len);
+    let x0 = x[0];
+    jet::square_plus(x, -1.0, -(x0 * x0), q);
+    g[0] = (-(x0 * x0)).exp();
+    jet::exp(q, g);
+    g.iter_mut().for_each(|v| *v *= FRAC_2_SQRT_PI);
+    jet::integrate(x, g, y);
+}
+
+/// The jet of a member `F` of the gamma family, whose derivatives are
+/// other members: `d(m)` is `F⁽ᵐ⁾(x₀)`, for `m = 0..=K`. ψ satisfies no
+/// algebraic differential equation, so the values are the only way in and
+/// this rule costs `O(K³)` rather than `O(K²)` ([`jet::from_derivatives`]).
+fn gamma_family_jet(x: &[f64], y: &mut [f64], sc: &mut Scratch, d: impl Fn(usize) -> f64) {
+    jet::from_derivatives(x, y, sc, d);
 }
 
 /// `ln |Γ(x)|`.
@@ -78,6 +109,17 @@ impl Primitive for LnGamma {
     const ARITY: usize = 1;
     fn value(x: &[f64], _: i32) -> f64 {
         sv::ln_gamma(x[0])
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        // (ln Γ)⁽ᵐ⁾ = ψ⁽ᵐ⁻¹⁾ for m ≥ 1.
+        let x0 = x[0][0];
+        gamma_family_jet(x[0], y, sc, |m| {
+            if m == 0 {
+                sv::ln_gamma(x0)
+            } else {
+                sv::polygamma(m as u32 - 1, x0)
+            }
+        });
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         let d = b.polygamma(x[0], 0);
@@ -92,6 +134,16 @@ impl Primitive for Digamma {
     const ARITY: usize = 1;
     fn value(x: &[f64], _: i32) -> f64 {
         sv::digamma(x[0])
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        let x0 = x[0][0];
+        gamma_family_jet(x[0], y, sc, |m| {
+            if m == 0 {
+                sv::digamma(x0)
+            } else {
+                sv::polygamma(m as u32, x0)
+            }
+        });
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         let d = b.polygamma(x[0], 1);
@@ -108,6 +160,18 @@ impl Primitive for Polygamma {
         match u32::try_from(n) {
             Ok(n) => sv::polygamma(n, x[0]),
             Err(_) => f64::NAN,
+        }
+    }
+    fn taylor(x: &[&[f64]], n: i32, y: &mut [f64], sc: &mut Scratch) {
+        let x0 = x[0][0];
+        match u32::try_from(n) {
+            Ok(n) => gamma_family_jet(x[0], y, sc, |m| {
+                u32::try_from(m)
+                    .ok()
+                    .and_then(|m| m.checked_add(n))
+                    .map_or(f64::NAN, |k| sv::polygamma(k, x0))
+            }),
+            Err(_) => y.fill(f64::NAN),
         }
     }
     fn pullback(b: &mut Builder, x: &[Var], n: i32, _: Var, ct: Var) -> Contribs {

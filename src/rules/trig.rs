@@ -13,6 +13,7 @@
 //! `(1 − x)(1 + x)` is used rather than `1 − x²`: it has no cancellation
 //! near `|x| = 1`.
 
+use super::jet::{self, Scratch};
 use super::{Contribs, DualF64, Primitive};
 use crate::program::{Builder, Var};
 
@@ -50,6 +51,24 @@ fn one_minus_sq_sqrt(b: &mut Builder, x: Var) -> Var {
     b.sqrt(p)
 }
 
+/// The jet of `asin x` into `y` (`y₀` given): `√((1 − x)(1 + x)) y′ = x′`,
+/// with that root's jet in `u`.
+fn one_minus_sq_sqrt_jet(x: &[f64], u: &mut [f64], y: &mut [f64]) {
+    // u² = (1 − x)(1 + x): its jet, then the root's, in place (the root's
+    // coefficient k reads the square's only at k).
+    jet::square_plus(x, -1.0, (1.0 - x[0]) * (1.0 + x[0]), u);
+    let v0 = u[0];
+    u[0] = v0.sqrt();
+    for k in 1..u.len() {
+        let mut s = u[k];
+        for j in 1..k {
+            s -= u[j] * u[k - j];
+        }
+        u[k] = s / (2.0 * u[0]);
+    }
+    jet::integrate_over(x, u, u[0], y)
+}
+
 unary!(
     Sin,
     "sin",
@@ -58,7 +77,12 @@ unary!(
         let c = b.cos(x);
         b.mul(ct, c)
     },
-    |d| Some(d.sin())
+    |d| Some(d.sin()),
+    |x, y, sc| {
+        let [c, ..] = sc.take(y.len());
+        c[0] = x[0].cos();
+        jet::sin_cos(x, y, c)
+    }
 );
 unary!(
     Cos,
@@ -69,7 +93,12 @@ unary!(
         let t = b.mul(ct, s);
         b.neg(t)
     },
-    |d| Some(d.cos())
+    |d| Some(d.cos()),
+    |x, y, sc| {
+        let [s, ..] = sc.take(y.len());
+        s[0] = x[0].sin();
+        jet::sin_cos(x, s, y)
+    }
 );
 unary!(
     Tan,
@@ -81,7 +110,16 @@ unary!(
         let d = b.add(one, y2);
         b.mul(ct, d)
     },
-    |d| Some(d.tan())
+    |d| Some(d.tan()),
+    |x, y, sc| {
+        // y′ = (1 + y²) x′, with w = 1 + y² grown alongside.
+        let [w, ..] = sc.take(y.len());
+        w[0] = 1.0 + y[0] * y[0];
+        for k in 1..y.len() {
+            y[k] = jet::chain(x, w, k);
+            w[k] = jet::conv(y, y, k);
+        }
+    }
 );
 unary!(
     Asin,
@@ -91,7 +129,11 @@ unary!(
         let s = one_minus_sq_sqrt(b, x);
         b.div(ct, s)
     },
-    |d| (d.re().abs() < 1.0).then(|| d.asin())
+    |d| (d.re().abs() < 1.0).then(|| d.asin()),
+    |x, y, sc| {
+        let [u, ..] = sc.take(y.len());
+        one_minus_sq_sqrt_jet(x, u, y)
+    }
 );
 unary!(
     Acos,
@@ -102,7 +144,12 @@ unary!(
         let q = b.div(ct, s);
         b.neg(q)
     },
-    |d| (d.re().abs() < 1.0).then(|| d.acos())
+    |d| (d.re().abs() < 1.0).then(|| d.acos()),
+    |x, y, sc| {
+        let [u, ..] = sc.take(y.len());
+        one_minus_sq_sqrt_jet(x, u, y);
+        y[1..].iter_mut().for_each(|v| *v = -*v)
+    }
 );
 unary!(
     Atan,
@@ -114,7 +161,13 @@ unary!(
         let d = b.add(one, x2);
         b.div(ct, d)
     },
-    |d| Some(d.atan())
+    |d| Some(d.atan()),
+    |x, y, sc| {
+        // (1 + x²) y′ = x′.
+        let [u, ..] = sc.take(y.len());
+        jet::square_plus(x, 1.0, x[0].mul_add(x[0], 1.0), u);
+        jet::integrate_over(x, u, u[0], y)
+    }
 );
 
 /// `atan2(y, x)`.
@@ -125,6 +178,44 @@ impl Primitive for Atan2 {
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].atan2(x[1])
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
+        // θ = atan2(a, b) has θ′ = (b a′ − a b′) / (a² + b²). Both
+        // arguments are first scaled by h = hypot(a₀, b₀) (θ does not
+        // change), so a² + b² starts at 1 and neither overflows.
+        let (a0, b0) = (x[0][0], x[1][0]);
+        let len = y.len();
+        let h = a0.hypot(b0);
+        let h = if h > 0.0 && h.is_finite() { h } else { 1.0 };
+        let [a, b, u, q] = sc.take(len);
+        for k in 0..len {
+            a[k] = x[0][k] / h;
+            b[k] = x[1][k] / h;
+        }
+        // u = a² + b²; q = (b a′ − a b′) (coefficients of tᵐ, m < K).
+        for m in 0..len {
+            u[m] = jet::conv(a, a, m) + jet::conv(b, b, m);
+        }
+        for m in 0..len - 1 {
+            let mut n = 0.0;
+            for i in 0..=m {
+                let d = (m - i + 1) as f64;
+                n += d * (b[i] * a[m - i + 1] - a[i] * b[m - i + 1]);
+            }
+            q[m] = n;
+        }
+        // θ′ = q / u, solved in place in q, then integrated.
+        for m in 0..len - 1 {
+            let mut n = q[m];
+            for j in 1..=m {
+                n -= u[j] * q[m - j];
+            }
+            q[m] = n / u[0];
+        }
+        for k in 1..len {
+            y[k] = q[k - 1] / k as f64;
+        }
+        y[0] = a0.atan2(b0);
     }
     fn pullback(b: &mut Builder, x: &[Var], _: i32, _: Var, ct: Var) -> Contribs {
         let (yy, xx) = (x[0], x[1]);

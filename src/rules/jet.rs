@@ -1,0 +1,209 @@
+//! The building blocks of the primitives' Taylor rules: recurrences on
+//! truncated power series (jets).
+//!
+//! A jet of degree `K` is the slice `[x₀, x₁, …, x_K]` of normalised Taylor
+//! coefficients of a curve `x(t) = Σ xₖ tᵏ`, so `xₖ = x⁽ᵏ⁾(0) / k!`. Every
+//! kernel here costs `O(K²)` and writes `y₁ … y_K`; the caller writes
+//! `y₀`, the primitive's own f64 value, so a jet's constant term is the
+//! primal value bit for bit.
+//!
+//! The recurrences are those of Griewank & Walther, *Evaluating
+//! Derivatives*, 2nd ed., §13.2 (Table 13.1 and Proposition 13.1): for
+//! `y′ = g · x′`, comparing the coefficients of `tᵏ⁻¹` gives
+//!
+//! ```text
+//! k yₖ = Σ_{j=1..k} j xⱼ g_{k−j},
+//! ```
+//!
+//! which closes for every function whose derivative `g` is a jet already
+//! known to degree `k − 1` (`eˣ`: `g = y`; `sin`: `g = cos`, …). The book's
+//! chapter "Taylor mode" states each rule as math.
+
+/// Buffers for the rules that need intermediate jets (the companion
+/// `cos` of `sin`, the `√(1 − x²)` of `asin`, …): grown to the degree once,
+/// then reused, so steady-state evaluation does not allocate.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Scratch {
+    bufs: [Vec<f64>; 4],
+}
+
+impl Scratch {
+    /// Four buffers of length `len`.
+    pub(crate) fn take(&mut self, len: usize) -> [&mut [f64]; 4] {
+        let [a, b, c, d] = &mut self.bufs;
+        for v in [&mut *a, &mut *b, &mut *c, &mut *d] {
+            if v.len() < len {
+                v.resize(len, 0.0);
+            }
+        }
+        [&mut a[..len], &mut b[..len], &mut c[..len], &mut d[..len]]
+    }
+}
+
+/// `(1/k) Σ_{j=1..k} j xⱼ g_{k−j}`: the `k`-th coefficient of `y` where
+/// `y′ = g x′` (`g` read up to `k − 1`).
+#[inline(always)]
+pub(crate) fn chain(x: &[f64], g: &[f64], k: usize) -> f64 {
+    let mut s = 0.0;
+    for j in 1..=k {
+        s += j as f64 * x[j] * g[k - j];
+    }
+    s / k as f64
+}
+
+/// `Σ_{i=0..k} aᵢ b_{k−i}`: the `k`-th coefficient of the product.
+#[inline(always)]
+pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
+    let mut s = 0.0;
+    for i in 0..=k {
+        s += a[i] * b[k - i];
+    }
+    s
+}
+
+/// The product `y = a · b` (all coefficients, `y₀` included).
+pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
+    for k in 0..y.len() {
+        y[k] = conv(a, b, k);
+    }
+}
+
+/// The quotient `y = a / b`: `yₖ = (aₖ − Σ_{j=1..k} bⱼ y_{k−j}) / b₀`.
+pub(crate) fn div(a: &[f64], b: &[f64], y: &mut [f64]) {
+    for k in 1..y.len() {
+        let mut s = a[k];
+        for j in 1..=k {
+            s -= b[j] * y[k - j];
+        }
+        y[k] = s / b[0];
+    }
+}
+
+/// `y` with `y′ = g x′`, `y₀` given: `yₖ = chain(x, g, k)`, `g` read to
+/// degree `K − 1`.
+pub(crate) fn integrate(x: &[f64], g: &[f64], y: &mut [f64]) {
+    for k in 1..y.len() {
+        y[k] = chain(x, g, k);
+    }
+}
+
+/// `y` with `u y′ = x′`, `y₀` given, where `u₀ = u0` and `uᵢ = u[i]` for
+/// `i ≥ 1` (`u[0]` is not read): from the coefficient of `tᵏ⁻¹`,
+/// `yₖ = (xₖ − (1/k) Σ_{j=1..k−1} j yⱼ u_{k−j}) / u₀`. This is `ln`
+/// (`u = x`) and every inverse function whose derivative is `1/u`.
+pub(crate) fn integrate_over(x: &[f64], u: &[f64], u0: f64, y: &mut [f64]) {
+    for k in 1..y.len() {
+        let mut s = 0.0;
+        for j in 1..k {
+            s += j as f64 * y[j] * u[k - j];
+        }
+        y[k] = (x[k] - s / k as f64) / u0;
+    }
+}
+
+/// `eˣ` with `y₀` given: `y′ = y x′`.
+pub(crate) fn exp(x: &[f64], y: &mut [f64]) {
+    for k in 1..y.len() {
+        y[k] = chain(x, y, k);
+    }
+}
+
+/// `sin x` and `cos x` together, `s₀` and `c₀` given: `s′ = c x′`,
+/// `c′ = −s x′`.
+pub(crate) fn sin_cos(x: &[f64], s: &mut [f64], c: &mut [f64]) {
+    for k in 1..s.len() {
+        s[k] = chain(x, c, k);
+        c[k] = -chain(x, s, k);
+    }
+}
+
+/// `sinh x` and `cosh x` together, `s₀` and `c₀` given: `s′ = c x′`,
+/// `c′ = s x′`.
+pub(crate) fn sinh_cosh(x: &[f64], s: &mut [f64], c: &mut [f64]) {
+    for k in 1..s.len() {
+        s[k] = chain(x, c, k);
+        c[k] = chain(x, s, k);
+    }
+}
+
+/// `√u` with `y₀` given: `y² = u`, so
+/// `yₖ = (uₖ − Σ_{j=1..k−1} yⱼ y_{k−j}) / (2y₀)`.
+pub(crate) fn sqrt(u: &[f64], y: &mut [f64]) {
+    for k in 1..y.len() {
+        let mut s = u[k];
+        for j in 1..k {
+            s -= y[j] * y[k - j];
+        }
+        y[k] = s / (2.0 * y[0]);
+    }
+}
+
+/// `xʳ` for a real exponent `r`, `y₀` given and `x₀ ≠ 0`: `x y′ = r y x′`,
+/// so `yₖ = Σ_{j=1..k} ((r + 1) j − k) xⱼ y_{k−j} / (k x₀)`.
+pub(crate) fn pow_real(x: &[f64], r: f64, y: &mut [f64]) {
+    for k in 1..y.len() {
+        let mut s = 0.0;
+        for j in 1..=k {
+            s += ((r + 1.0) * j as f64 - k as f64) * x[j] * y[k - j];
+        }
+        y[k] = s / (k as f64 * x[0]);
+    }
+}
+
+/// `xⁿ` for an integer `n ≥ 0` by repeated squaring of the jet (all
+/// coefficients, `y₀` included): used where `x₀ = 0`, which `pow_real`
+/// divides by. `O(K² log n)`; a jet with `x₀ = 0` is zero to degree `n − 1`
+/// anyway.
+pub(crate) fn pow_uint(x: &[f64], mut n: u64, y: &mut [f64], s: &mut Scratch) {
+    let len = y.len();
+    let [base, tmp, ..] = s.take(len);
+    base.copy_from_slice(&x[..len]);
+    y.fill(0.0);
+    y[0] = 1.0;
+    while n > 0 {
+        if n & 1 == 1 {
+            mul(y, base, tmp);
+            y.copy_from_slice(tmp);
+        }
+        n >>= 1;
+        if n > 0 {
+            mul(base, base, tmp);
+            base.copy_from_slice(tmp);
+        }
+    }
+}
+
+/// `1 ± x²` style jets: `u₀ = u0` and `uₖ = sign · Σ_{i=0..k} xᵢ x_{k−i}`.
+pub(crate) fn square_plus(x: &[f64], sign: f64, u0: f64, u: &mut [f64]) {
+    u[0] = u0;
+    for k in 1..u.len() {
+        u[k] = sign * conv(x, x, k);
+    }
+}
+
+/// A function `F` of `x` whose derivatives satisfy `F⁽ᵐ⁾′ = F⁽ᵐ⁺¹⁾` and
+/// are known only as values, `d(m) = F⁽ᵐ⁾(x₀)` for `m = 0..=K` (the gamma
+/// family, which satisfies no algebraic differential equation): the jet of
+/// `F⁽ᵐ⁾(x(t))` to degree `K − m` follows from that of `F⁽ᵐ⁺¹⁾` to degree
+/// `K − m − 1` by [`chain`], from `m = K` down to 0. `Σ (K − m)²` is
+/// `O(K³)`: this is the one rule of the table above `O(K²)`.
+pub(crate) fn from_derivatives(
+    x: &[f64],
+    y: &mut [f64],
+    s: &mut Scratch,
+    d: impl Fn(usize) -> f64,
+) {
+    let len = y.len();
+    let [g, next, ..] = s.take(len);
+    // Level m = K: degree 0.
+    g[0] = d(len - 1);
+    for m in (0..len - 1).rev() {
+        let deg = len - 1 - m;
+        next[0] = d(m);
+        for k in 1..=deg {
+            next[k] = chain(x, g, k);
+        }
+        g[..=deg].copy_from_slice(&next[..=deg]);
+    }
+    y.copy_from_slice(&g[..len]);
+}
