@@ -1,5 +1,10 @@
 //! Every elementary [`Real`] method at derivative orders 1–4.
 //!
+//! `derivative::<N>` is Taylor mode (each primitive's jet recurrence); the
+//! nested ∂⃖ᵏ construction from the primitives' pullbacks is checked
+//! against it per primitive to order 8 in `tests/primitive_table.rs`, so
+//! the properties below hold for both.
+//!
 //! Each method is described once, as a function `g(t)` of one variable (a
 //! [`Line`]): the method itself for functions of one argument, and for the
 //! functions of several arguments (`atan2`, `powf`, `hypot`, `max`, `min`,

@@ -594,17 +594,22 @@ fn forward_functor_laws_orders_1_to_3() {
 /// ∂⃗ᵏ of a program of one variable, seeded with 1 at tangent inputs 1, 2,
 /// 4 (the powers of two, as for ∂⃖ᵏ), gives f⁽ᵏ⁾ as its last output; it
 /// agrees with num-dual `Dual3_64` (independent forward mode) for k ≤ 3 and
-/// with the reverse-mode `derivative::<U3>`.
+/// with the reverse mode (nested ∂⃖ᵏ, `functor::nested_derivatives`) and
+/// Taylor mode (`derivative::<U3>`).
 #[test]
 fn forward_powers_match_dual3_and_reverse() {
     check(
-        "forward^k vs Dual3_64 and derivative::<U3>",
+        "forward^k vs Dual3_64, nested ∂⃖ᵏ and Taylor mode",
         256,
         common::univariate_program(3..=20).prop_flat_map(|f| (Just(f), -2.0..2.0f64)),
         |(f, x), worst| {
             let p = &f.program;
             let want = common::taylor3_dual3(p, x);
-            let rev =
+            let rev = optic_ad::functor::nested_derivatives(p, 3)
+                .map_err(fail)?
+                .eval(&[x])
+                .map_err(fail)?;
+            let jet =
                 optic_ad::derivative::<U3, _>(|t| p.eval(&[t]).unwrap()[0], x).map_err(fail)?;
             let mut q = p.clone();
             for k in 1..=3usize {
@@ -627,6 +632,8 @@ fn forward_powers_match_dual3_and_reverse() {
                 prop_assert!(e <= TOL, "order {k}: forward {got} vs Dual3 {}", want[k]);
                 let e = worst.note(common::err(got, rev[k]));
                 prop_assert!(e <= TOL, "order {k}: forward {got} vs reverse {}", rev[k]);
+                let e = worst.note(common::err(got, jet[k]));
+                prop_assert!(e <= TOL, "order {k}: forward {got} vs Taylor {}", jet[k]);
             }
             Ok(())
         },

@@ -1,4 +1,4 @@
-//! The functor laws of ∂⃖ and ∂⃗ (stated in the book's chapter "The AD optic
+//! The functor laws of ∂⃖, ∂⃗ and the Taylor functor (stated in the book's chapter "The AD optic
 //! functor") as reusable checkers, one named function per law, in the manner of
 //! the lens-law checkers in [`crate::optic`].
 //!
@@ -14,6 +14,7 @@ use approx::relative_eq;
 
 use super::forward::forward;
 use super::reverse::{reverse, ReverseOptic};
+use super::taylor::TaylorProgram;
 use crate::error::Result;
 use crate::optic::{Id, Optic};
 use crate::program::Program;
@@ -218,6 +219,80 @@ pub fn forward_preserves_identity(n: usize, x: &[f64], xdot: &[f64]) -> Result<b
     let mut inp = x.to_vec();
     inp.extend_from_slice(xdot);
     Ok(id.eval(&inp)? == inp)
+}
+
+/// Taylor functor law on compositions, `T(f ; g) = T(f) ; T(g)`, by
+/// action: the Taylor program of the composite and the composition of the
+/// two Taylor programs (the output jets of `T(f)` fed to `T(g)`) map the
+/// input jets `jets` to the same output jets. `jets` holds one jet of
+/// `degree + 1` coefficients per input of `f`, concatenated.
+///
+/// # Errors
+///
+/// [`crate::Error::LengthMismatch`] unless `f`'s outputs match `g`'s inputs
+/// and `jets.len() == f.n_inputs() · (degree + 1)`;
+/// [`crate::Error::OrderTooHigh`] above
+/// [`MAX_TAYLOR_ORDER`](super::MAX_TAYLOR_ORDER); errors of evaluation.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::functor::laws::taylor_composition_law;
+/// use optic_ad::{trace, Real};
+///
+/// let f = trace(|x| vec![x[0].sin() * x[1], x[1].exp()], &[1.0, 1.0]).unwrap();
+/// let g = trace(|y| vec![y[0] / (y[1] + 1.0)], &[1.0, 1.0]).unwrap();
+/// // x(t) = (0.3 + t, −0.7 + 2t − t²), degree 3.
+/// let jets = [0.3, 1.0, 0.0, 0.0, -0.7, 2.0, -1.0, 0.0];
+/// assert!(taylor_composition_law(&f, &g, 3, &jets, 1e-12).unwrap());
+/// ```
+pub fn taylor_composition_law(
+    f: &Program,
+    g: &Program,
+    degree: usize,
+    jets: &[f64],
+    tol: f64,
+) -> Result<bool> {
+    let w = degree + 1;
+    check_len("input jets", f.n_inputs() * w, jets.len())?;
+    let mut whole = TaylorProgram::new(&f.then(g)?, degree)?;
+    let mut tf = TaylorProgram::new(f, degree)?;
+    let mut tg = TaylorProgram::new(g, degree)?;
+    let mut mid = vec![0.0; f.n_outputs() * w];
+    tf.eval(jets, &mut mid)?;
+    let mut parts = vec![0.0; g.n_outputs() * w];
+    tg.eval(&mid, &mut parts)?;
+    let mut direct = vec![0.0; g.n_outputs() * w];
+    whole.eval(jets, &mut direct)?;
+    Ok(same(&direct, &parts, tol))
+}
+
+/// Taylor functor law on identities, `T(id) = id`: the Taylor program of
+/// the identity program of width `n` returns its input jets unchanged, bit
+/// for bit.
+///
+/// # Errors
+///
+/// [`crate::Error::LengthMismatch`] unless `jets.len() == n · (degree + 1)`;
+/// [`crate::Error::OrderTooHigh`] above
+/// [`MAX_TAYLOR_ORDER`](super::MAX_TAYLOR_ORDER).
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::functor::laws::taylor_preserves_identity;
+///
+/// assert!(taylor_preserves_identity(2, 2, &[1.0, 0.5, 0.0, 2.0, -1.0, 3.0]).unwrap());
+/// ```
+pub fn taylor_preserves_identity(n: usize, degree: usize, jets: &[f64]) -> Result<bool> {
+    let w = degree + 1;
+    check_len("input jets", n * w, jets.len())?;
+    let mut b = crate::program::Builder::new();
+    let xs: Vec<_> = (0..n).map(|_| b.input()).collect();
+    let mut id = TaylorProgram::new(&b.finish(&xs)?, degree)?;
+    let mut out = vec![0.0; n * w];
+    id.eval(jets, &mut out)?;
+    Ok(out.iter().zip(jets).all(|(a, b)| a.to_bits() == b.to_bits()))
 }
 
 #[cfg(test)]
