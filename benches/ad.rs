@@ -11,7 +11,8 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use num_dual::{Dual3_64, Dual64, HyperDual64};
-use optic_ad::{Derivatives, Gradient, Hvp, Real};
+use optic_ad::functor::nested_derivatives;
+use optic_ad::{trace, Derivatives, Gradient, Hvp, Real, Tracer, Workspace};
 use typenum::U3;
 
 // ---------- Extended Rosenbrock, n = 100 ----------
@@ -294,9 +295,183 @@ fn bench_third(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------- Taylor mode: orders 1 … 50 ----------
+
+/// sin(x)·eˣ.
+fn sin_exp<T: Real>(t: T) -> T {
+    t.sin() * t.exp()
+}
+
+/// e^{sin x} / (1 + x²).
+fn exp_sin_ratio<T: Real>(t: T) -> T {
+    t.sin().exp() / (t * t + 1.0)
+}
+
+fn sin_exp_echidna<const K: usize>(t: echidna::Taylor<f64, K>) -> echidna::Taylor<f64, K> {
+    t.sin() * t.exp()
+}
+
+fn exp_sin_ratio_echidna<const K: usize>(t: echidna::Taylor<f64, K>) -> echidna::Taylor<f64, K> {
+    let one = echidna::Taylor::constant(1.0);
+    t.sin().exp() / (t * t + one)
+}
+
+/// For each order: our compiled `Derivatives<Uk>` and echidna's
+/// `Taylor<f64, k + 1>`, cross-checked once, then timed.
+macro_rules! order_benches {
+    ($g:ident, $f:ident, $fe:ident, $x:expr, $( ($U:ident, $K1:literal) ),* $(,)?) => { $( {
+        let x: f64 = $x;
+        let mut d = Derivatives::<typenum::$U, _>::new($f::<Tracer>, x).unwrap();
+        let ours = d.eval(x).unwrap();
+        let theirs = $fe::<$K1>(echidna::Taylor::variable(x));
+        let scale = ours.iter().fold(1.0_f64, |m, v| m.max(v.abs()));
+        for k in 0..$K1 {
+            assert!(
+                (ours[k] - theirs.derivative(k)).abs() <= 1e-9 * scale,
+                "order {k} of {}: {} vs echidna {}",
+                stringify!($f),
+                ours[k],
+                theirs.derivative(k)
+            );
+        }
+        let k = $K1 - 1;
+        $g.bench_function(format!("order {k:02}/optic-ad"), |b| {
+            b.iter(|| d.eval(black_box(x)).unwrap())
+        });
+        $g.bench_function(format!("order {k:02}/echidna"), |b| {
+            b.iter(|| $fe::<$K1>(echidna::Taylor::variable(black_box(x))))
+        });
+    } )* };
+}
+
+macro_rules! all_orders {
+    ($g:ident, $f:ident, $fe:ident, $x:expr) => {
+        order_benches!(
+            $g,
+            $f,
+            $fe,
+            $x,
+            (U1, 2),
+            (U2, 3),
+            (U3, 4),
+            (U4, 5),
+            (U5, 6),
+            (U6, 7),
+            (U7, 8),
+            (U8, 9),
+            (U9, 10),
+            (U10, 11),
+            (U11, 12),
+            (U12, 13),
+            (U13, 14),
+            (U14, 15),
+            (U15, 16),
+            (U16, 17),
+            (U24, 25),
+            (U32, 33),
+            (U50, 51),
+        )
+    };
+}
+
+/// The nested ∂⃖ᵏ construction of `[f, …, f⁽ᵏ⁾]` (the path `derivative`
+/// took before Taylor mode), timed at `k ≤ 8` for comparison; prints the
+/// program sizes.
+fn nested_orders(
+    g: &mut criterion::BenchmarkGroup<'_, criterion::measurement::WallTime>,
+    f: fn(Tracer) -> Tracer,
+    x: f64,
+) {
+    let p = trace(|t| vec![f(t[0])], &[x]).unwrap();
+    for k in 1..=8 {
+        let q = nested_derivatives(&p, k).unwrap().schedule();
+        eprintln!(
+            "[taylor sizes] traced program {} instructions; nested ∂⃖ order {k}: {} instructions",
+            p.len(),
+            q.len()
+        );
+        let mut ws = Workspace::new();
+        let mut out = vec![0.0; k + 1];
+        g.bench_function(format!("order {k:02}/nested reverse"), |b| {
+            b.iter(|| q.eval_with(&mut ws, &[black_box(x)], &mut out).unwrap())
+        });
+    }
+}
+
+fn bench_taylor_orders(c: &mut Criterion) {
+    let x = 0.7;
+    let mut g = c.benchmark_group("taylor_orders_sin_exp");
+    g.bench_function("f64 f", |b| b.iter(|| sin_exp(black_box(x))));
+    all_orders!(g, sin_exp, sin_exp_echidna, 0.7);
+    nested_orders(&mut g, sin_exp::<Tracer>, x);
+    g.finish();
+    let mut g = c.benchmark_group("taylor_orders_exp_sin_ratio");
+    g.bench_function("f64 f", |b| b.iter(|| exp_sin_ratio(black_box(x))));
+    all_orders!(g, exp_sin_ratio, exp_sin_ratio_echidna, 0.7);
+    nested_orders(&mut g, exp_sin_ratio::<Tracer>, x);
+    g.finish();
+}
+
+/// Building: `Derivatives::<U50>::new` (trace + Taylor program) beside the
+/// nested ∂⃖⁸ program.
+fn bench_taylor_build(c: &mut Criterion) {
+    let x = 0.7;
+    let mut g = c.benchmark_group("taylor_build");
+    g.bench_function("sin_exp/optic-ad Derivatives<U50>::new", |b| {
+        b.iter(|| Derivatives::<typenum::U50, _>::new(sin_exp::<Tracer>, black_box(x)).unwrap())
+    });
+    g.bench_function("exp_sin_ratio/optic-ad Derivatives<U50>::new", |b| {
+        b.iter(|| {
+            Derivatives::<typenum::U50, _>::new(exp_sin_ratio::<Tracer>, black_box(x)).unwrap()
+        })
+    });
+    for (name, f) in [
+        ("sin_exp", sin_exp::<Tracer> as fn(Tracer) -> Tracer),
+        ("exp_sin_ratio", exp_sin_ratio::<Tracer>),
+    ] {
+        g.bench_function(
+            format!("{name}/nested reverse order 8 (trace + build)"),
+            |b| {
+                b.iter(|| {
+                    let p = trace(|t| vec![f(t[0])], &[black_box(x)]).unwrap();
+                    nested_derivatives(&p, 8).unwrap().schedule()
+                })
+            },
+        );
+    }
+    g.finish();
+}
+
+/// f‴ of sin(x)·eˣ: Taylor mode beside num-dual, echidna and the closed
+/// form `2eˣ(cos x − sin x)`.
+fn bench_third_sin_exp(c: &mut Criterion) {
+    let x = 0.7_f64;
+    let closed = |x: f64| 2.0 * x.exp() * (x.cos() - x.sin());
+    let mut g = c.benchmark_group("third_derivative_sin_exp");
+    g.bench_function("f64 f", |b| b.iter(|| sin_exp(black_box(x))));
+    let mut d = Derivatives::<U3, _>::new(sin_exp::<Tracer>, x).unwrap();
+    let want = closed(x);
+    assert!((d.eval(x).unwrap()[3] - want).abs() <= 1e-14 * want.abs());
+    let nd = sin_exp(Dual3_64::new(x, 1.0, 0.0, 0.0));
+    assert!((nd.v3 - want).abs() <= 1e-14 * want.abs());
+    let et = sin_exp_echidna::<4>(echidna::Taylor::variable(x));
+    assert!((et.derivative(3) - want).abs() <= 1e-14 * want.abs());
+    g.bench_function("closed form f‴", |b| b.iter(|| closed(black_box(x))));
+    g.bench_function("optic-ad (Derivatives<U3>)", |b| {
+        b.iter(|| d.eval(black_box(x)).unwrap())
+    });
+    g.bench_function("num-dual (Dual3_64)", |b| {
+        b.iter(|| sin_exp(Dual3_64::new(black_box(x), 1.0, 0.0, 0.0)))
+    });
+    g.bench_function("echidna (Taylor<f64, 4>)", |b| {
+        b.iter(|| sin_exp_echidna::<4>(echidna::Taylor::variable(black_box(x))))
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_rosenbrock, bench_logistic, bench_third
+    targets = bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build
 }
 criterion_main!(benches);

@@ -730,7 +730,12 @@ where
     let mut t = traced_multivariate(&f, x, 3)?;
     let (mut inputs, mut dir) = (Vec::new(), vec![0.0; x.len()]);
     let mut total = 0.0;
-    for (sv, sw, sign) in [(1.0, 1.0, 1.0), (1.0, -1.0, -1.0), (-1.0, 1.0, -1.0), (-1.0, -1.0, 1.0)] {
+    for (sv, sw, sign) in [
+        (1.0, 1.0, 1.0),
+        (1.0, -1.0, -1.0),
+        (-1.0, 1.0, -1.0),
+        (-1.0, -1.0, 1.0),
+    ] {
         for (i, d) in dir.iter_mut().enumerate() {
             *d = u[i] + sv * v[i] + sw * w[i];
         }

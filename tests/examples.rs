@@ -5,6 +5,10 @@
 #[allow(dead_code)]
 mod sin_higher_order;
 
+#[path = "../examples/taylor_series.rs"]
+#[allow(dead_code)]
+mod taylor_series;
+
 #[path = "../examples/rrule.rs"]
 #[allow(dead_code)]
 mod rrule;
@@ -75,4 +79,41 @@ fn rrule_left_tail_keeps_relative_accuracy() {
         (-40.0_f64).exp() / (1.0 + (-40.0_f64).exp()),
         max_relative = 1e-14
     );
+}
+
+/// The example's three series to degree 30 against the known series. The
+/// bounds follow the error model in the example's docs: `atan` and the
+/// central binomial coefficients come from short recurrences (a few ulps;
+/// 1e-14 relative), `eˣ sin x` from a convolution whose terms cancel by up
+/// to `2^{k/2}`, so its error is bounded by `16 ε 2ᵏ/k!` absolute.
+#[test]
+fn taylor_series_matches_known_series_to_degree_30() {
+    let rows = taylor_series::run().unwrap();
+    assert_eq!(rows.len(), 3 * (taylor_series::DEGREE + 1));
+    let mut fact = 1.0;
+    for r in rows {
+        if r.function == "eˣ sin x" {
+            if r.k > 0 {
+                fact *= r.k as f64;
+            }
+            let bound = 16.0 * f64::EPSILON * 2f64.powi(r.k as i32) / fact;
+            assert!(
+                (r.got - r.want).abs() <= bound,
+                "{} k = {}: {} vs {}",
+                r.function,
+                r.k,
+                r.got,
+                r.want
+            );
+        } else {
+            assert!(
+                (r.got - r.want).abs() <= 1e-14 * r.want.abs(),
+                "{} k = {}: {} vs {}",
+                r.function,
+                r.k,
+                r.got,
+                r.want
+            );
+        }
+    }
 }

@@ -82,10 +82,7 @@ fn is_flat(prim: Prim) -> bool {
 /// construction.
 fn nested(prim: Prim, param: i32, x: &[f64], u: &[f64], order: usize) -> Vec<f64> {
     let p = trace(|t| vec![along(prim, param, x, u, t[0])], &[0.0]).unwrap();
-    nested_derivatives(&p, order)
-        .unwrap()
-        .eval(&[0.0])
-        .unwrap()
+    nested_derivatives(&p, order).unwrap().eval(&[0.0]).unwrap()
 }
 
 /// Taylor mode against nested ∂⃖ᵏ, for every primitive and order k ≤ 8.

@@ -87,7 +87,12 @@ fn taylor_matches_nested_reverse_and_dual3_on_random_programs() {
             let dual = common::taylor3_dual3(p, x);
             for k in 0..=3 {
                 let e = worst.note(err(got[k], dual[k]));
-                prop_assert!(e <= TOL, "order {k}: Taylor {} vs Dual3 {}", got[k], dual[k]);
+                prop_assert!(
+                    e <= TOL,
+                    "order {k}: Taylor {} vs Dual3 {}",
+                    got[k],
+                    dual[k]
+                );
             }
             Ok(())
         },
@@ -181,16 +186,15 @@ fn high_orders_match_closed_forms() {
 /// programs and random input jets of degree 1 to 6.
 #[test]
 fn taylor_functor_laws() {
-    let strategy = (1usize..=3, 1usize..=2, 1usize..=2, 1usize..=6).prop_flat_map(
-        |(n, m, k, degree)| {
+    let strategy =
+        (1usize..=3, 1usize..=2, 1usize..=2, 1usize..=6).prop_flat_map(|(n, m, k, degree)| {
             (
                 program(n, m, 3..=15, 2.0),
                 program(m, k, 3..=15, 8.0),
                 Just(degree),
                 prop::collection::vec(-1.0f64..1.0, n * (degree + 1)),
             )
-        },
-    );
+        });
     check(
         "Taylor functor laws",
         192,
@@ -215,8 +219,7 @@ fn taylor_over_forward_agrees_with_repeated_forward() {
     check(
         "Taylor over ∂⃗ vs ∂⃗ᵏ",
         96,
-        (1usize..=3)
-            .prop_flat_map(|n| (program(n, 1, 3..=15, 2.0), point(n), point(n))),
+        (1usize..=3).prop_flat_map(|n| (program(n, 1, 3..=15, 2.0), point(n), point(n))),
         |(f, x, v), worst| {
             let p = &f.program;
             let n = x.len();
@@ -251,7 +254,11 @@ fn taylor_over_forward_agrees_with_repeated_forward() {
                 let want = *q.eval(&seeds).map_err(fail)?.last().unwrap();
                 let got = out[w + k] * fact;
                 let e = worst.note(err(got, want));
-                prop_assert!(e <= TOL, "order {}: Taylor over ∂⃗ {got} vs ∂⃗ᵏ {want}", k + 1);
+                prop_assert!(
+                    e <= TOL,
+                    "order {}: Taylor over ∂⃗ {got} vs ∂⃗ᵏ {want}",
+                    k + 1
+                );
             }
             Ok(())
         },
@@ -297,7 +304,12 @@ fn taylor_over_reverse_is_gradient_of_directional_derivative() {
         // Central difference: truncation h² D⁵f/6 ≈ 1e-8, rounding
         // ε/h ≈ 1e-12.
         let fd = (hp[i] - hm[i]) / (2.0 * h);
-        assert_relative_eq!(2.0 * grad_jet(i, 2), fd, max_relative = 1e-6, epsilon = 1e-7);
+        assert_relative_eq!(
+            2.0 * grad_jet(i, 2),
+            fd,
+            max_relative = 1e-6,
+            epsilon = 1e-7
+        );
     }
 }
 
@@ -363,7 +375,11 @@ fn d3_matches_nested_reverse() {
         d[i] = 1.0;
         d
     };
-    assert_relative_eq!(d3(xyz, &x, &e(0), &e(1), &e(2)).unwrap(), 1.0, max_relative = 1e-14);
+    assert_relative_eq!(
+        d3(xyz, &x, &e(0), &e(1), &e(2)).unwrap(),
+        1.0,
+        max_relative = 1e-14
+    );
     assert_eq!(d3(xyz, &x, &e(0), &e(0), &e(1)).unwrap(), 0.0);
 }
 
@@ -413,7 +429,9 @@ impl ScalarRule for Cube {
     fn taylor(&self, x: &[f64], y: &mut [f64]) -> bool {
         CUBE_TAYLOR_CALLS.fetch_add(1, Ordering::Relaxed);
         let n = y.len();
-        let sq: Vec<f64> = (0..n).map(|k| (0..=k).map(|i| x[i] * x[k - i]).sum()).collect();
+        let sq: Vec<f64> = (0..n)
+            .map(|k| (0..=k).map(|i| x[i] * x[k - i]).sum())
+            .collect();
         for (k, yk) in y.iter_mut().enumerate() {
             *yk = (0..=k).map(|i| sq[i] * x[k - i]).sum();
         }
@@ -483,7 +501,10 @@ fn user_rules_in_taylor_mode() {
     let cube = CustomRule::new(Cube);
     let before = CUBE_TAYLOR_CALLS.load(Ordering::Relaxed);
     let got = derivative::<U6, _>(|t: Tracer| t.sin().apply_rule(&cube), 0.4).unwrap();
-    assert!(CUBE_TAYLOR_CALLS.load(Ordering::Relaxed) > before, "own Taylor rule used");
+    assert!(
+        CUBE_TAYLOR_CALLS.load(Ordering::Relaxed) > before,
+        "own Taylor rule used"
+    );
     let want = derivative::<U6, _>(|t: Tracer| t.sin().powi(3), 0.4).unwrap();
     for k in 0..=6 {
         assert_relative_eq!(got[k], want[k], max_relative = 1e-13, epsilon = 1e-14);
@@ -510,7 +531,11 @@ fn guards_in_taylor_mode() {
     assert_relative_eq!(a[3], -(0.5f64.cos()));
     let b = d.eval(-0.5).unwrap();
     assert_relative_eq!(b[3], (-0.5f64).exp());
-    let p = trace(|x| vec![if x[0] > 0.0 { x[0].sin() } else { x[0].exp() }], &[0.5]).unwrap();
+    let p = trace(
+        |x| vec![if x[0] > 0.0 { x[0].sin() } else { x[0].exp() }],
+        &[0.5],
+    )
+    .unwrap();
     let mut t = TaylorProgram::new(&p, 2).unwrap();
     let mut out = [0.0; 3];
     assert!(matches!(
@@ -526,17 +551,28 @@ fn taylor_errors() {
     let p = trace(|x| vec![x[0].sin() * x[1]], &[1.0, 2.0]).unwrap();
     assert!(matches!(
         TaylorProgram::new(&p, MAX_TAYLOR_ORDER + 1),
-        Err(Error::OrderTooHigh { order: 171, max: 170 })
+        Err(Error::OrderTooHigh {
+            order: 171,
+            max: 170
+        })
     ));
     let mut t = TaylorProgram::new(&p, 3).unwrap();
     let mut out = [0.0; 4];
     assert!(matches!(
         t.eval(&[1.0; 7], &mut out),
-        Err(Error::LengthMismatch { expected: 8, got: 7, .. })
+        Err(Error::LengthMismatch {
+            expected: 8,
+            got: 7,
+            ..
+        })
     ));
     assert!(matches!(
         t.eval(&[1.0; 8], &mut [0.0; 3]),
-        Err(Error::LengthMismatch { expected: 4, got: 3, .. })
+        Err(Error::LengthMismatch {
+            expected: 4,
+            got: 3,
+            ..
+        })
     ));
     let f = |a: &[Tracer]| a[0] * a[1];
     assert!(matches!(

@@ -292,7 +292,10 @@ pub fn taylor_preserves_identity(n: usize, degree: usize, jets: &[f64]) -> Resul
     let mut id = TaylorProgram::new(&b.finish(&xs)?, degree)?;
     let mut out = vec![0.0; n * w];
     id.eval(jets, &mut out)?;
-    Ok(out.iter().zip(jets).all(|(a, b)| a.to_bits() == b.to_bits()))
+    Ok(out
+        .iter()
+        .zip(jets)
+        .all(|(a, b)| a.to_bits() == b.to_bits()))
 }
 
 #[cfg(test)]

@@ -202,10 +202,11 @@ impl TaylorProgram {
                         *s = &done[v.index() * w..][..w];
                     }
                     let xs = &xs[..args.len()];
-                    let (r, slot) = match (p.rules.get(rule as usize), partials.get_mut(rule as usize)) {
-                        (Some(r), Some(slot)) => (r, slot),
-                        _ => return Err(Error::MissingRule(rule as usize)),
-                    };
+                    let (r, slot) =
+                        match (p.rules.get(rule as usize), partials.get_mut(rule as usize)) {
+                            (Some(r), Some(slot)) => (r, slot),
+                            _ => return Err(Error::MissingRule(rule as usize)),
+                        };
                     if !r.taylor(xs, y) {
                         derived_rule_taylor(r, slot, rule_in, rule_out, xs, y)?;
                     }
@@ -264,10 +265,7 @@ fn derived_rule_taylor(
     let k = xs.len();
     let sub = match partials {
         Some(s) => s,
-        None => partials.insert(Box::new(TaylorProgram::new(
-            &partials_program(r),
-            w - 2,
-        )?)),
+        None => partials.insert(Box::new(TaylorProgram::new(&partials_program(r), w - 2)?)),
     };
     // Inputs of the partials: the arguments' jets truncated to K − 1.
     rule_in.clear();

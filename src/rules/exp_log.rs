@@ -76,9 +76,12 @@ macro_rules! unary {
     };
 }
 
-unary!(Exp, "exp", |x| x.exp(), |b, _x, y, ct| b.mul(ct, y), |d| {
-    Some(d.exp())
-},
+unary!(
+    Exp,
+    "exp",
+    |x| x.exp(),
+    |b, _x, y, ct| b.mul(ct, y),
+    |d| { Some(d.exp()) },
     |x, y, _sc| jet::exp(x, y)
 );
 unary!(
@@ -114,9 +117,12 @@ unary!(
         jet::exp(x, y)
     }
 );
-unary!(Ln, "ln", |x| x.ln(), |b, x, _y, ct| b.div(ct, x), |d| Some(
-    d.ln()
-),
+unary!(
+    Ln,
+    "ln",
+    |x| x.ln(),
+    |b, x, _y, ct| b.div(ct, x),
+    |d| Some(d.ln()),
     |x, y, _sc| jet::integrate_over(x, x, x[0], y)
 );
 unary!(

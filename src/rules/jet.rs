@@ -40,23 +40,54 @@ impl Scratch {
     }
 }
 
+/// The reciprocals `1/k` for `k = 0..=171` (`1/0 = ∞` is never read).
+/// The recurrences divide by `k` once per coefficient, on their critical
+/// path: a multiplication by a reciprocal read from this table takes the
+/// division's latency off that path (at most one ulp of difference).
+static INV: [f64; 172] = {
+    let mut t = [0.0; 172];
+    let mut k = 1;
+    while k < 172 {
+        t[k] = 1.0 / k as f64;
+        k += 1;
+    }
+    t
+};
+
+/// `1/k` (exact to one rounding), for `k ≤ 171`; `1/k` computed above.
+#[inline(always)]
+pub(crate) fn inv(k: usize) -> f64 {
+    match INV.get(k) {
+        Some(&r) => r,
+        None => 1.0 / k as f64,
+    }
+}
+
+/// `Σ_{j=1..k} j xⱼ g_{k−j}` (without the `1/k`).
+#[inline(always)]
+fn weighted(x: &[f64], g: &[f64], k: usize) -> f64 {
+    let mut s = 0.0;
+    let mut jf = 0.0;
+    for (xj, gj) in x[1..=k].iter().zip(g[..k].iter().rev()) {
+        jf += 1.0;
+        s += jf * xj * gj;
+    }
+    s
+}
+
 /// `(1/k) Σ_{j=1..k} j xⱼ g_{k−j}`: the `k`-th coefficient of `y` where
 /// `y′ = g x′` (`g` read up to `k − 1`).
 #[inline(always)]
 pub(crate) fn chain(x: &[f64], g: &[f64], k: usize) -> f64 {
-    let mut s = 0.0;
-    for j in 1..=k {
-        s += j as f64 * x[j] * g[k - j];
-    }
-    s / k as f64
+    weighted(x, g, k) * inv(k)
 }
 
 /// `Σ_{i=0..k} aᵢ b_{k−i}`: the `k`-th coefficient of the product.
 #[inline(always)]
 pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
     let mut s = 0.0;
-    for i in 0..=k {
-        s += a[i] * b[k - i];
+    for (ai, bi) in a[..=k].iter().zip(b[..=k].iter().rev()) {
+        s += ai * bi;
     }
     s
 }
@@ -70,12 +101,13 @@ pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
 
 /// The quotient `y = a / b`: `yₖ = (aₖ − Σ_{j=1..k} bⱼ y_{k−j}) / b₀`.
 pub(crate) fn div(a: &[f64], b: &[f64], y: &mut [f64]) {
+    let r = 1.0 / b[0];
     for k in 1..y.len() {
         let mut s = a[k];
-        for j in 1..=k {
-            s -= b[j] * y[k - j];
+        for (bj, yj) in b[1..=k].iter().zip(y[..k].iter().rev()) {
+            s -= bj * yj;
         }
-        y[k] = s / b[0];
+        y[k] = s * r;
     }
 }
 
@@ -92,12 +124,17 @@ pub(crate) fn integrate(x: &[f64], g: &[f64], y: &mut [f64]) {
 /// `yₖ = (xₖ − (1/k) Σ_{j=1..k−1} j yⱼ u_{k−j}) / u₀`. This is `ln`
 /// (`u = x`) and every inverse function whose derivative is `1/u`.
 pub(crate) fn integrate_over(x: &[f64], u: &[f64], u0: f64, y: &mut [f64]) {
+    let r = 1.0 / u0;
     for k in 1..y.len() {
+        // Σ_{j=1..k−1} j yⱼ u_{k−j}: `weighted` over y and u, less its
+        // j = k term (which would read u₀).
         let mut s = 0.0;
-        for j in 1..k {
-            s += j as f64 * y[j] * u[k - j];
+        let mut jf = 0.0;
+        for (yj, uj) in y[1..k].iter().zip(u[1..k].iter().rev()) {
+            jf += 1.0;
+            s += jf * yj * uj;
         }
-        y[k] = (x[k] - s / k as f64) / u0;
+        y[k] = (x[k] - s * inv(k)) * r;
     }
 }
 
@@ -129,24 +166,28 @@ pub(crate) fn sinh_cosh(x: &[f64], s: &mut [f64], c: &mut [f64]) {
 /// `√u` with `y₀` given: `y² = u`, so
 /// `yₖ = (uₖ − Σ_{j=1..k−1} yⱼ y_{k−j}) / (2y₀)`.
 pub(crate) fn sqrt(u: &[f64], y: &mut [f64]) {
+    let r = 0.5 / y[0];
     for k in 1..y.len() {
         let mut s = u[k];
-        for j in 1..k {
-            s -= y[j] * y[k - j];
+        for (a, b) in y[1..k].iter().zip(y[1..k].iter().rev()) {
+            s -= a * b;
         }
-        y[k] = s / (2.0 * y[0]);
+        y[k] = s * r;
     }
 }
 
 /// `xʳ` for a real exponent `r`, `y₀` given and `x₀ ≠ 0`: `x y′ = r y x′`,
 /// so `yₖ = Σ_{j=1..k} ((r + 1) j − k) xⱼ y_{k−j} / (k x₀)`.
 pub(crate) fn pow_real(x: &[f64], r: f64, y: &mut [f64]) {
+    let rx = 1.0 / x[0];
     for k in 1..y.len() {
         let mut s = 0.0;
-        for j in 1..=k {
-            s += ((r + 1.0) * j as f64 - k as f64) * x[j] * y[k - j];
+        let mut jf = 0.0;
+        for (xj, yj) in x[1..=k].iter().zip(y[..k].iter().rev()) {
+            jf += 1.0;
+            s += ((r + 1.0) * jf - k as f64) * xj * yj;
         }
-        y[k] = s / (k as f64 * x[0]);
+        y[k] = s * inv(k) * rx;
     }
 }
 
