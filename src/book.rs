@@ -19,6 +19,9 @@ mod rules {}
 #[doc = include_str!("../book/src/higher_order.md")]
 mod higher_order {}
 
+#[doc = include_str!("../book/src/taylor.md")]
+mod taylor {}
+
 #[doc = include_str!("../book/src/drivers.md")]
 mod drivers {}
 

@@ -11,6 +11,12 @@
 //! 3. evaluates the derived programs fast and many times ([`Program::eval`],
 //!    [`Gradient`], [`Hvp`]).
 //!
+//! High-order derivatives of one variable, and directional derivatives,
+//! run in Taylor mode ([`functor::TaylorProgram`], [`derivative`],
+//! [`taylor()`], [`d3`]): jets of degree N through the traced program, at a
+//! cost that grows like N² (Griewank & Walther, *Evaluating Derivatives*,
+//! ch. 13); the nested ∂⃖ᴺ construction stays as their independent check.
+//!
 //! ```
 //! use approx::assert_relative_eq;
 //! use optic_ad::{derivative, gradient, hvp, Real};

@@ -33,7 +33,7 @@ use std::collections::HashSet;
 use num_dual::Dual3_64;
 use optic_ad::functor::nested_derivatives;
 use optic_ad::{derivative, gradient, jvp, trace, Prim, Real, Tracer};
-use typenum::{U2, U3, U8};
+use typenum::{U2, U8};
 
 /// The parameters each primitive is checked with.
 fn params(prim: Prim) -> Vec<i32> {

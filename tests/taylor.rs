@@ -322,7 +322,7 @@ fn directional_taylor_matches_univariate_and_dual3() {
     }
     let x = [1.3, 0.7, -0.4];
     let v = [0.2, -0.5, 1.1];
-    let got = taylor::<U6, _>(|a| f(a), &x, &v).unwrap();
+    let got = taylor::<U6, _>(f, &x, &v).unwrap();
     let along = |t: Tracer| {
         let a: Vec<Tracer> = x.iter().zip(&v).map(|(&xi, &vi)| t * vi + xi).collect();
         f(&a)
@@ -352,7 +352,7 @@ fn d3_matches_nested_reverse() {
     }
     let x = [0.4, -0.7, 0.3];
     let (u, v, w) = ([0.5, 1.0, -0.8], [-0.3, 0.2, 0.9], [1.0, 0.4, 0.6]);
-    let got = d3(|a| f(a), &x, &u, &v, &w).unwrap();
+    let got = d3(f, &x, &u, &v, &w).unwrap();
     let grad = gradient(
         |a: &[Tracer]| {
             let hv = hvp(f, a, &v.map(Tracer::cst)).unwrap();
@@ -366,7 +366,7 @@ fn d3_matches_nested_reverse() {
     let want: f64 = grad.iter().zip(&w).map(|(g, wi)| g * wi).sum();
     assert_relative_eq!(got, want, max_relative = 1e-12);
     // Symmetric in its directions.
-    let swapped = d3(|a| f(a), &x, &w, &u, &v).unwrap();
+    let swapped = d3(f, &x, &w, &u, &v).unwrap();
     assert_relative_eq!(got, swapped, max_relative = 1e-12);
     // Closed form: f = x y z has D³f[eₓ, e_y, e_z] = 1 and D³f[eₓ, eₓ, e_y] = 0.
     let xyz = |a: &[Tracer]| a[0] * a[1] * a[2];

@@ -81,7 +81,7 @@ unary!(
     "exp",
     |x| x.exp(),
     |b, _x, y, ct| b.mul(ct, y),
-    |d| { Some(d.exp()) },
+    |d| Some(d.exp()),
     |x, y, _sc| jet::exp(x, y)
 );
 unary!(

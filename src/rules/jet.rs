@@ -19,6 +19,10 @@
 //! known to degree `k − 1` (`eˣ`: `g = y`; `sin`: `g = cos`, …). The book's
 //! chapter "Taylor mode" states each rule as math.
 
+// The recurrences read coefficient k of several jets at once and write it
+// to another: the index is the power of t, as in the formulas.
+#![allow(clippy::needless_range_loop)]
+
 /// Buffers for the rules that need intermediate jets (the companion
 /// `cos` of `sin`, the `√(1 − x²)` of `asin`, …): grown to the degree once,
 /// then reused, so steady-state evaluation does not allocate.

@@ -251,8 +251,8 @@ impl Primitive for Hypot {
             a[k] = x[0][k] / h;
             b[k] = x[1][k] / h;
         }
-        for k in 0..len {
-            u[k] = jet::conv(a, a, k) + jet::conv(b, b, k);
+        for (k, uk) in u.iter_mut().enumerate() {
+            *uk = jet::conv(a, a, k) + jet::conv(b, b, k);
         }
         r[0] = u[0].sqrt();
         jet::sqrt(u, r);

@@ -193,8 +193,8 @@ impl Primitive for Atan2 {
             b[k] = x[1][k] / h;
         }
         // u = a² + b²; q = (b a′ − a b′) (coefficients of tᵐ, m < K).
-        for m in 0..len {
-            u[m] = jet::conv(a, a, m) + jet::conv(b, b, m);
+        for (m, um) in u.iter_mut().enumerate() {
+            *um = jet::conv(a, a, m) + jet::conv(b, b, m);
         }
         for m in 0..len - 1 {
             let mut n = 0.0;
