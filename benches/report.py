@@ -72,3 +72,61 @@ for group in sorted(groups):
             mine = ours_by_kind.get(kind)
             vs = f"   optic-ad ÷ {peer} = {mine / ns:5.2f}" if mine else ""
             print(f"  {peer:<8} {kind:<26} {fmt(ns)} {own}{vs}")
+
+
+def fit_quadratic(ks, ts):
+    """Least squares t = a + b k + c k², by the normal equations; returns
+    (a, b, c, R²)."""
+    n = len(ks)
+    s = [sum(k ** p for k in ks) for p in range(5)]
+    r = [sum(t * k ** p for k, t in zip(ks, ts)) for p in range(3)]
+    m = [[s[0], s[1], s[2]], [s[1], s[2], s[3]], [s[2], s[3], s[4]]]
+    # Gaussian elimination on the 3×3 system.
+    a = [row[:] + [r[i]] for i, row in enumerate(m)]
+    for i in range(3):
+        p = max(range(i, 3), key=lambda j: abs(a[j][i]))
+        a[i], a[p] = a[p], a[i]
+        for j in range(i + 1, 3):
+            f = a[j][i] / a[i][i]
+            a[j] = [x - f * y for x, y in zip(a[j], a[i])]
+    c = [0.0] * 3
+    for i in reversed(range(3)):
+        c[i] = (a[i][3] - sum(a[i][j] * c[j] for j in range(i + 1, 3))) / a[i][i]
+    mean = sum(ts) / n
+    ss_tot = sum((t - mean) ** 2 for t in ts)
+    ss_res = sum((t - (c[0] + c[1] * k + c[2] * k * k)) ** 2 for k, t in zip(ks, ts))
+    return c[0], c[1], c[2], 1.0 - ss_res / ss_tot if ss_tot else 1.0
+
+
+# Taylor mode: eval time per order as a multiple of order 1, beside echidna
+# and nested ∂⃖, and the fit of the times to a + b k + c k².
+for group in sorted(g for g in groups if g.startswith("taylor_orders")):
+    rows = groups[group]
+    ours = {}
+    for name, ns in rows.items():
+        if name.startswith("order "):
+            k = int(name.split()[1].split("/")[0])
+            ours.setdefault(k, {})[name.split("/", 1)[1]] = ns
+    base = ours.get(1, {}).get("optic-ad")
+    if not base:
+        continue
+    print(f"\n## {group}: Taylor mode by order (median; × order 1 = time ÷ optic-ad at order 1)")
+    print(f"  {'k':>3} {'optic-ad':>12} {'× order 1':>10} {'echidna':>12} {'ours÷echidna':>13} {'nested ∂⃖':>12}")
+    for k in sorted(ours):
+        r = ours[k]
+        o, e, n = r.get("optic-ad"), r.get("echidna"), r.get("nested reverse")
+        print(
+            f"  {k:>3} {fmt(o) if o else '':>12} {o / base if o else 0:>9.1f}× "
+            f"{fmt(e) if e else '':>12} {o / e if o and e else 0:>12.2f} {fmt(n) if n else '':>12}"
+        )
+    ks = [k for k in sorted(ours) if "optic-ad" in ours[k]]
+    ts = [ours[k]["optic-ad"] for k in ks]
+    a, b, c, r2 = fit_quadratic(ks, ts)
+    print(f"  fit: t(k) = {a:.1f} + {b:.2f} k + {c:.3f} k² ns, R² = {r2:.4f}")
+    worst = max(abs(t - (a + b * k + c * k * k)) / t for k, t in zip(ks, ts))
+    print(f"  largest relative residual of the fit: {worst:.1%}")
+    if len(ks) >= 2:
+        import math
+        k1, k2 = ks[-2], ks[-1]
+        slope = math.log(ours[k2]["optic-ad"] / ours[k1]["optic-ad"]) / math.log(k2 / k1)
+        print(f"  log-log slope between k = {k1} and k = {k2}: {slope:.2f}")

@@ -481,6 +481,12 @@ fn user_rules_in_taylor_mode() {
             x,
         )
         .unwrap();
+        // num-dual's Dual3 through the rule's bridge (∂⃗ of its program).
+        let t = num_dual::Dual3_64::new(x, 1.0, 0.0, 0.0);
+        let dual = (t * 0.5 + t * t * 0.3).apply_rule(sp);
+        for (k, d) in [dual.re, dual.v1, dual.v2, dual.v3].into_iter().enumerate() {
+            assert_relative_eq!(got[k], d, max_relative = 1e-12, epsilon = 1e-14);
+        }
         let scale = common::scale_of(&want);
         for k in 0..=8 {
             assert!(
