@@ -67,16 +67,57 @@ pub(crate) fn inv(k: usize) -> f64 {
     }
 }
 
+/// `Σᵢ aᵢ b_{n−1−i}` over `n = a.len() = b.len()` terms: the reversed dot
+/// product every recurrence is made of. The terms go to four independent
+/// accumulators: a single running sum would make each coefficient wait
+/// `n` floating-point-add latencies, and the coefficients of a jet are
+/// computed one after the other.
+#[inline(always)]
+fn dot_rev(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0; 4];
+    let mut i = 0;
+    while i + 4 <= n {
+        for (l, s) in acc.iter_mut().enumerate() {
+            *s += a[i + l] * b[n - 1 - i - l];
+        }
+        i += 4;
+    }
+    let mut tail = 0.0;
+    while i < n {
+        tail += a[i] * b[n - 1 - i];
+        i += 1;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
+/// `Σⱼ (j + 1) aⱼ b_{n−1−j}` over `n` terms: [`dot_rev`] with the weights
+/// of a derivative's coefficients.
+#[inline(always)]
+fn dot_rev_weighted(a: &[f64], b: &[f64]) -> f64 {
+    let n = a.len().min(b.len());
+    let (a, b) = (&a[..n], &b[..n]);
+    let mut acc = [0.0; 4];
+    let mut i = 0;
+    while i + 4 <= n {
+        for (l, s) in acc.iter_mut().enumerate() {
+            *s += (i + l + 1) as f64 * a[i + l] * b[n - 1 - i - l];
+        }
+        i += 4;
+    }
+    let mut tail = 0.0;
+    while i < n {
+        tail += (i + 1) as f64 * a[i] * b[n - 1 - i];
+        i += 1;
+    }
+    (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
+}
+
 /// `Σ_{j=1..k} j xⱼ g_{k−j}` (without the `1/k`).
 #[inline(always)]
 fn weighted(x: &[f64], g: &[f64], k: usize) -> f64 {
-    let mut s = 0.0;
-    let mut jf = 0.0;
-    for (xj, gj) in x[1..=k].iter().zip(g[..k].iter().rev()) {
-        jf += 1.0;
-        s += jf * xj * gj;
-    }
-    s
+    dot_rev_weighted(&x[1..=k], &g[..k])
 }
 
 /// `(1/k) Σ_{j=1..k} j xⱼ g_{k−j}`: the `k`-th coefficient of `y` where
@@ -89,11 +130,7 @@ pub(crate) fn chain(x: &[f64], g: &[f64], k: usize) -> f64 {
 /// `Σ_{i=0..k} aᵢ b_{k−i}`: the `k`-th coefficient of the product.
 #[inline(always)]
 pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
-    let mut s = 0.0;
-    for (ai, bi) in a[..=k].iter().zip(b[..=k].iter().rev()) {
-        s += ai * bi;
-    }
-    s
+    dot_rev(&a[..=k], &b[..=k])
 }
 
 /// The product `y = a · b` (all coefficients, `y₀` included).
@@ -107,11 +144,7 @@ pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
 pub(crate) fn div(a: &[f64], b: &[f64], y: &mut [f64]) {
     let r = 1.0 / b[0];
     for k in 1..y.len() {
-        let mut s = a[k];
-        for (bj, yj) in b[1..=k].iter().zip(y[..k].iter().rev()) {
-            s -= bj * yj;
-        }
-        y[k] = s * r;
+        y[k] = (a[k] - dot_rev(&b[1..=k], &y[..k])) * r;
     }
 }
 
@@ -130,14 +163,8 @@ pub(crate) fn integrate(x: &[f64], g: &[f64], y: &mut [f64]) {
 pub(crate) fn integrate_over(x: &[f64], u: &[f64], u0: f64, y: &mut [f64]) {
     let r = 1.0 / u0;
     for k in 1..y.len() {
-        // Σ_{j=1..k−1} j yⱼ u_{k−j}: `weighted` over y and u, less its
-        // j = k term (which would read u₀).
-        let mut s = 0.0;
-        let mut jf = 0.0;
-        for (yj, uj) in y[1..k].iter().zip(u[1..k].iter().rev()) {
-            jf += 1.0;
-            s += jf * yj * uj;
-        }
+        // Σ_{j=1..k−1} j yⱼ u_{k−j} (u₀ is not read).
+        let s = dot_rev_weighted(&y[1..k], &u[1..k]);
         y[k] = (x[k] - s * inv(k)) * r;
     }
 }
@@ -172,11 +199,7 @@ pub(crate) fn sinh_cosh(x: &[f64], s: &mut [f64], c: &mut [f64]) {
 pub(crate) fn sqrt(u: &[f64], y: &mut [f64]) {
     let r = 0.5 / y[0];
     for k in 1..y.len() {
-        let mut s = u[k];
-        for (a, b) in y[1..k].iter().zip(y[1..k].iter().rev()) {
-            s -= a * b;
-        }
-        y[k] = s * r;
+        y[k] = (u[k] - dot_rev(&y[1..k], &y[1..k])) * r;
     }
 }
 
