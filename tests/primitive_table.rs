@@ -137,7 +137,9 @@ fn taylor_mode_agrees_with_nested_reverse_and_dual3() {
             }
         }
     }
-    eprintln!("[primitive table] Taylor = nested ∂⃖ (order 8) = Dual3 (order 3) at {checked} points");
+    eprintln!(
+        "[primitive table] Taylor = nested ∂⃖ (order 8) = Dual3 (order 3) at {checked} points"
+    );
 }
 
 #[test]
