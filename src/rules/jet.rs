@@ -67,15 +67,25 @@ pub(crate) fn inv(k: usize) -> f64 {
     }
 }
 
+/// Sums of at least this many terms go to four accumulators.
+const SPLIT: usize = 4;
+
 /// `Σᵢ aᵢ b_{n−1−i}` over `n = a.len() = b.len()` terms: the reversed dot
-/// product every recurrence is made of. The terms go to four independent
+/// product every recurrence is made of. Long sums go to four independent
 /// accumulators: a single running sum would make each coefficient wait
 /// `n` floating-point-add latencies, and the coefficients of a jet are
-/// computed one after the other.
+/// computed one after the other. Short ones (low orders) keep one.
 #[inline(always)]
 fn dot_rev(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
+    if n < SPLIT {
+        let mut s = 0.0;
+        for (ai, bi) in a.iter().zip(b.iter().rev()) {
+            s += ai * bi;
+        }
+        return s;
+    }
     let mut acc = [0.0; 4];
     let mut i = 0;
     while i + 4 <= n {
@@ -93,22 +103,35 @@ fn dot_rev(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// `Σⱼ (j + 1) aⱼ b_{n−1−j}` over `n` terms: [`dot_rev`] with the weights
-/// of a derivative's coefficients.
+/// of a derivative's coefficients (kept as floats, counted up).
 #[inline(always)]
 fn dot_rev_weighted(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
+    if n < SPLIT {
+        let mut s = 0.0;
+        let mut w = 0.0;
+        for (ai, bi) in a.iter().zip(b.iter().rev()) {
+            w += 1.0;
+            s += w * ai * bi;
+        }
+        return s;
+    }
     let mut acc = [0.0; 4];
+    let mut w = [1.0, 2.0, 3.0, 4.0];
     let mut i = 0;
     while i + 4 <= n {
-        for (l, s) in acc.iter_mut().enumerate() {
-            *s += (i + l + 1) as f64 * a[i + l] * b[n - 1 - i - l];
+        for l in 0..4 {
+            acc[l] += w[l] * a[i + l] * b[n - 1 - i - l];
+            w[l] += 4.0;
         }
         i += 4;
     }
     let mut tail = 0.0;
+    let mut wt = w[0];
     while i < n {
-        tail += (i + 1) as f64 * a[i] * b[n - 1 - i];
+        tail += wt * a[i] * b[n - 1 - i];
+        wt += 1.0;
         i += 1;
     }
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
