@@ -148,7 +148,7 @@ impl TaylorProgram {
         }
         self.run(inputs)?;
         for (o, v) in outputs.chunks_exact_mut(w).zip(&self.program.outputs) {
-            o.copy_from_slice(&self.vals[v.index() * w..][..w]);
+            jet::copy(o, &self.vals[v.index() * w..][..w]);
         }
         Ok(())
     }
@@ -184,7 +184,7 @@ impl TaylorProgram {
             let (done, rest) = vals.split_at_mut(i * w);
             let y = &mut rest[..w];
             match *op {
-                Op::Input(k) => y.copy_from_slice(&inputs[k as usize * w..][..w]),
+                Op::Input(k) => jet::copy(y, &inputs[k as usize * w..][..w]),
                 Op::Const(c) => {
                     y.fill(0.0);
                     y[0] = c;

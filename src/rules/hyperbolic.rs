@@ -53,7 +53,7 @@ unary!(
     },
     |d| Some(d.sinh()),
     |x, y, sc| {
-        let [c, ..] = sc.take(y.len());
+        let [c] = sc.take(y.len());
         c[0] = x[0].cosh();
         jet::sinh_cosh(x, y, c)
     }
@@ -68,7 +68,7 @@ unary!(
     },
     |d| Some(d.cosh()),
     |x, y, sc| {
-        let [s, ..] = sc.take(y.len());
+        let [s] = sc.take(y.len());
         s[0] = x[0].sinh();
         jet::sinh_cosh(x, s, y)
     }
@@ -89,7 +89,7 @@ unary!(
     |x, y, sc| {
         // y′ = sech²x · x′ with w = sech² x = 1 − y², whose constant term
         // is the accurate value of sech² rather than 1 − y₀².
-        let [w, ..] = sc.take(y.len());
+        let [w] = sc.take(y.len());
         w[0] = Sech2::value(&[x[0]], 0);
         for k in 1..y.len() {
             y[k] = jet::chain(x, w, k);
@@ -109,7 +109,7 @@ unary!(
     |d| Some(d.asinh()),
     |x, y, sc| {
         // √(1 + x²) y′ = x′.
-        let [v, u, ..] = sc.take(y.len());
+        let [v, u] = sc.take(y.len());
         jet::square_plus(x, 1.0, x[0].mul_add(x[0], 1.0), v);
         u[0] = x[0].hypot(1.0);
         jet::sqrt(v, u);
@@ -131,7 +131,7 @@ unary!(
     |d| (d.re() > 1.0).then(|| d.acosh()),
     |x, y, sc| {
         // √((x − 1)(x + 1)) y′ = x′.
-        let [v, u, ..] = sc.take(y.len());
+        let [v, u] = sc.take(y.len());
         jet::square_plus(x, 1.0, (x[0] - 1.0) * (x[0] + 1.0), v);
         u[0] = v[0].sqrt();
         jet::sqrt(v, u);
@@ -152,7 +152,7 @@ unary!(
     |d| (d.re().abs() < 1.0).then(|| d.atanh()),
     |x, y, sc| {
         // (1 − x)(1 + x) y′ = x′.
-        let [u, ..] = sc.take(y.len());
+        let [u] = sc.take(y.len());
         jet::square_plus(x, -1.0, (1.0 - x[0]) * (1.0 + x[0]), u);
         jet::integrate_over(x, u, u[0], y)
     }
@@ -173,7 +173,7 @@ impl Primitive for Sech2 {
     fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
         // With t = tanh x: t′ = y x′ and y′ = −2 t y x′; p = t·y grows
         // alongside.
-        let [t, p, ..] = sc.take(y.len());
+        let [t, p] = sc.take(y.len());
         y[0] = Self::value(&[x[0][0]], 0);
         t[0] = x[0][0].tanh();
         p[0] = t[0] * y[0];

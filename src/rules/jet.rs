@@ -23,6 +23,16 @@
 // to another: the index is the power of t, as in the formulas.
 #![allow(clippy::needless_range_loop)]
 
+/// Copies a jet. Jets are short: a loop the compiler sees through beats a
+/// call into `memcpy` at low orders.
+#[inline(always)]
+pub(crate) fn copy(dst: &mut [f64], src: &[f64]) {
+    let src = &src[..dst.len()];
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = *s;
+    }
+}
+
 /// Buffers for the rules that need intermediate jets (the companion
 /// `cos` of `sin`, the `√(1 − x²)` of `asin`, …): grown to the degree once,
 /// then reused, so steady-state evaluation does not allocate.
@@ -32,15 +42,21 @@ pub(crate) struct Scratch {
 }
 
 impl Scratch {
-    /// Four buffers of length `len`.
-    pub(crate) fn take(&mut self, len: usize) -> [&mut [f64]; 4] {
-        let [a, b, c, d] = &mut self.bufs;
-        for v in [&mut *a, &mut *b, &mut *c, &mut *d] {
-            if v.len() < len {
-                v.resize(len, 0.0);
+    /// `M ≤ 4` buffers of length `len`.
+    #[inline]
+    pub(crate) fn take<const M: usize>(&mut self, len: usize) -> [&mut [f64]; M] {
+        const { assert!(M <= 4, "four scratch buffers") };
+        let mut bufs = self.bufs.iter_mut();
+        std::array::from_fn(|_| match bufs.next() {
+            Some(v) => {
+                if v.len() < len {
+                    v.resize(len, 0.0);
+                }
+                &mut v[..len]
             }
-        }
-        [&mut a[..len], &mut b[..len], &mut c[..len], &mut d[..len]]
+            // Not reached: M ≤ 4 is checked at compile time.
+            None => &mut [],
+        })
     }
 }
 
@@ -158,7 +174,9 @@ pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
 
 /// The product `y = a · b` (all coefficients, `y₀` included).
 pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
-    for k in 0..y.len() {
+    let n = y.len();
+    let (a, b) = (&a[..n], &b[..n]);
+    for k in 0..n {
         y[k] = conv(a, b, k);
     }
 }
@@ -194,27 +212,45 @@ pub(crate) fn integrate_over(x: &[f64], u: &[f64], u0: f64, y: &mut [f64]) {
 
 /// `eˣ` with `y₀` given: `y′ = y x′`.
 pub(crate) fn exp(x: &[f64], y: &mut [f64]) {
+    let x = &x[..y.len()];
     for k in 1..y.len() {
         y[k] = chain(x, y, k);
+    }
+}
+
+/// `sin x` and `cos x` (`sign = −1`) or `sinh x` and `cosh x`
+/// (`sign = 1`) together, `s₀` and `c₀` given: `s′ = c x′`,
+/// `c′ = sign · s x′`. Coefficient `k` of both reads the other to `k − 1`
+/// only, so the two sums share one pass over `j xⱼ`.
+#[inline(always)]
+fn paired(x: &[f64], s: &mut [f64], c: &mut [f64], sign: f64) {
+    let n = s.len();
+    let (x, c) = (&x[..n], &mut c[..n]);
+    for k in 1..n {
+        let (mut ss, mut cc) = (0.0, 0.0);
+        let mut w = 0.0;
+        for j in 1..=k {
+            w += 1.0;
+            let t = w * x[j];
+            ss += t * c[k - j];
+            cc += t * s[k - j];
+        }
+        let r = inv(k);
+        s[k] = ss * r;
+        c[k] = sign * cc * r;
     }
 }
 
 /// `sin x` and `cos x` together, `s₀` and `c₀` given: `s′ = c x′`,
 /// `c′ = −s x′`.
 pub(crate) fn sin_cos(x: &[f64], s: &mut [f64], c: &mut [f64]) {
-    for k in 1..s.len() {
-        s[k] = chain(x, c, k);
-        c[k] = -chain(x, s, k);
-    }
+    paired(x, s, c, -1.0);
 }
 
 /// `sinh x` and `cosh x` together, `s₀` and `c₀` given: `s′ = c x′`,
 /// `c′ = s x′`.
 pub(crate) fn sinh_cosh(x: &[f64], s: &mut [f64], c: &mut [f64]) {
-    for k in 1..s.len() {
-        s[k] = chain(x, c, k);
-        c[k] = chain(x, s, k);
-    }
+    paired(x, s, c, 1.0);
 }
 
 /// `√u` with `y₀` given: `y² = u`, so
@@ -247,7 +283,7 @@ pub(crate) fn pow_real(x: &[f64], r: f64, y: &mut [f64]) {
 /// anyway.
 pub(crate) fn pow_uint(x: &[f64], mut n: u64, y: &mut [f64], s: &mut Scratch) {
     let len = y.len();
-    let [base, tmp, ..] = s.take(len);
+    let [base, tmp] = s.take(len);
     base.copy_from_slice(&x[..len]);
     y.fill(0.0);
     y[0] = 1.0;
@@ -285,7 +321,7 @@ pub(crate) fn from_derivatives(
     d: impl Fn(usize) -> f64,
 ) {
     let len = y.len();
-    let [g, next, ..] = s.take(len);
+    let [g, next] = s.take(len);
     // Level m = K: degree 0.
     g[0] = d(len - 1);
     for m in (0..len - 1).rev() {

@@ -119,7 +119,7 @@ impl Primitive for Powf {
         } else if a[0] > 0.0 {
             // aᵉ = exp(e ln a).
             let len = y.len();
-            let [l, p, ..] = sc.take(len);
+            let [l, p] = sc.take(len);
             l[0] = a[0].ln();
             jet::integrate_over(a, a, a[0], l);
             jet::mul(e, l, p);
@@ -207,7 +207,7 @@ impl Primitive for Cbrt {
     fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], sc: &mut Scratch) {
         // 3y² y′ = x′ (as the pullback: +∞ at 0, not 0/0), with u = 3y²
         // grown alongside.
-        let [u, ..] = sc.take(y.len());
+        let [u] = sc.take(y.len());
         y[0] = Self::value(&[x[0][0]], 0);
         u[0] = 3.0 * y[0] * y[0];
         for k in 1..y.len() {

@@ -85,7 +85,7 @@ impl Primitive for Erfc {
 /// `g = (2/√π) e^{−x²}`, itself the jet of `exp` of `−x²`.
 fn erf_jet(x: &[f64], y: &mut [f64], sc: &mut Scratch) {
     let len = y.len();
-    let [q, g, ..] = sc.take(len);
+    let [q, g] = sc.take(len);
     let x0 = x[0];
     jet::square_plus(x, -1.0, -(x0 * x0), q);
     g[0] = (-(x0 * x0)).exp();

@@ -79,7 +79,7 @@ unary!(
     },
     |d| Some(d.sin()),
     |x, y, sc| {
-        let [c, ..] = sc.take(y.len());
+        let [c] = sc.take(y.len());
         c[0] = x[0].cos();
         jet::sin_cos(x, y, c)
     }
@@ -95,7 +95,7 @@ unary!(
     },
     |d| Some(d.cos()),
     |x, y, sc| {
-        let [s, ..] = sc.take(y.len());
+        let [s] = sc.take(y.len());
         s[0] = x[0].sin();
         jet::sin_cos(x, s, y)
     }
@@ -113,7 +113,7 @@ unary!(
     |d| Some(d.tan()),
     |x, y, sc| {
         // y′ = (1 + y²) x′, with w = 1 + y² grown alongside.
-        let [w, ..] = sc.take(y.len());
+        let [w] = sc.take(y.len());
         w[0] = 1.0 + y[0] * y[0];
         for k in 1..y.len() {
             y[k] = jet::chain(x, w, k);
@@ -131,7 +131,7 @@ unary!(
     },
     |d| (d.re().abs() < 1.0).then(|| d.asin()),
     |x, y, sc| {
-        let [u, ..] = sc.take(y.len());
+        let [u] = sc.take(y.len());
         one_minus_sq_sqrt_jet(x, u, y)
     }
 );
@@ -146,7 +146,7 @@ unary!(
     },
     |d| (d.re().abs() < 1.0).then(|| d.acos()),
     |x, y, sc| {
-        let [u, ..] = sc.take(y.len());
+        let [u] = sc.take(y.len());
         one_minus_sq_sqrt_jet(x, u, y);
         y[1..].iter_mut().for_each(|v| *v = -*v)
     }
@@ -164,7 +164,7 @@ unary!(
     |d| Some(d.atan()),
     |x, y, sc| {
         // (1 + x²) y′ = x′.
-        let [u, ..] = sc.take(y.len());
+        let [u] = sc.take(y.len());
         jet::square_plus(x, 1.0, x[0].mul_add(x[0], 1.0), u);
         jet::integrate_over(x, u, u[0], y)
     }
