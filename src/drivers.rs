@@ -3,7 +3,9 @@
 //!
 //! Every driver traces the user's function once at the given point,
 //! builds the derived program by repeating ∂⃖ ([`crate::nest`]), fixes the
-//! seeds with [`Program::specialize`], and evaluates. The compiled drivers
+//! seeds with [`Program::specialize`], and evaluates; the n-th-derivative
+//! drivers ([`derivative`], [`Derivatives`], [`taylor()`], [`d3`]) run the
+//! traced program in Taylor mode instead ([`crate::functor::TaylorProgram`]). The compiled drivers
 //! [`Gradient`] and [`Hvp`] keep their programs and re-evaluate them at new
 //! points without re-recording, re-tracing only where a guard fails.
 //!
