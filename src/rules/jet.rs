@@ -23,6 +23,37 @@
 // to another: the index is the power of t, as in the formulas.
 #![allow(clippy::needless_range_loop)]
 
+/// Runs `$body` with `$n` bound to the jet length: a constant in the arms
+/// for the short jets of orders 1 to 4, where the compiler then unrolls the
+/// recurrences' loops and drops their bounds checks, and the run-time length
+/// above. The body is written once.
+macro_rules! by_width {
+    ($len:expr, |$n:ident| $body:block) => {
+        match $len {
+            2 => {
+                let $n = 2usize;
+                $body
+            }
+            3 => {
+                let $n = 3usize;
+                $body
+            }
+            4 => {
+                let $n = 4usize;
+                $body
+            }
+            5 => {
+                let $n = 5usize;
+                $body
+            }
+            len => {
+                let $n = len;
+                $body
+            }
+        }
+    };
+}
+
 /// Copies a jet. Jets are short: a loop the compiler sees through beats a
 /// call into `memcpy` at low orders.
 #[inline(always)]
@@ -174,27 +205,34 @@ pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
 
 /// The product `y = a · b` (all coefficients, `y₀` included).
 pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
-    let n = y.len();
-    let (a, b) = (&a[..n], &b[..n]);
-    for k in 0..n {
-        y[k] = conv(a, b, k);
-    }
+    by_width!(y.len(), |n| {
+        let (a, b, y) = (&a[..n], &b[..n], &mut y[..n]);
+        for k in 0..n {
+            y[k] = conv(a, b, k);
+        }
+    })
 }
 
 /// The quotient `y = a / b`: `yₖ = (aₖ − Σ_{j=1..k} bⱼ y_{k−j}) / b₀`.
 pub(crate) fn div(a: &[f64], b: &[f64], y: &mut [f64]) {
-    let r = 1.0 / b[0];
-    for k in 1..y.len() {
-        y[k] = (a[k] - dot_rev(&b[1..=k], &y[..k])) * r;
-    }
+    by_width!(y.len(), |n| {
+        let (a, b, y) = (&a[..n], &b[..n], &mut y[..n]);
+        let r = 1.0 / b[0];
+        for k in 1..n {
+            y[k] = (a[k] - dot_rev(&b[1..=k], &y[..k])) * r;
+        }
+    })
 }
 
 /// `y` with `y′ = g x′`, `y₀` given: `yₖ = chain(x, g, k)`, `g` read to
 /// degree `K − 1`.
 pub(crate) fn integrate(x: &[f64], g: &[f64], y: &mut [f64]) {
-    for k in 1..y.len() {
-        y[k] = chain(x, g, k);
-    }
+    by_width!(y.len(), |n| {
+        let (x, g, y) = (&x[..n], &g[..n], &mut y[..n]);
+        for k in 1..n {
+            y[k] = chain(x, g, k);
+        }
+    })
 }
 
 /// `y` with `u y′ = x′`, `y₀` given, where `u₀ = u0` and `uᵢ = u[i]` for
@@ -202,20 +240,25 @@ pub(crate) fn integrate(x: &[f64], g: &[f64], y: &mut [f64]) {
 /// `yₖ = (xₖ − (1/k) Σ_{j=1..k−1} j yⱼ u_{k−j}) / u₀`. This is `ln`
 /// (`u = x`) and every inverse function whose derivative is `1/u`.
 pub(crate) fn integrate_over(x: &[f64], u: &[f64], u0: f64, y: &mut [f64]) {
-    let r = 1.0 / u0;
-    for k in 1..y.len() {
-        // Σ_{j=1..k−1} j yⱼ u_{k−j} (u₀ is not read).
-        let s = dot_rev_weighted(&y[1..k], &u[1..k]);
-        y[k] = (x[k] - s * inv(k)) * r;
-    }
+    by_width!(y.len(), |n| {
+        let (x, u, y) = (&x[..n], &u[..n], &mut y[..n]);
+        let r = 1.0 / u0;
+        for k in 1..n {
+            // Σ_{j=1..k−1} j yⱼ u_{k−j} (u₀ is not read).
+            let s = dot_rev_weighted(&y[1..k], &u[1..k]);
+            y[k] = (x[k] - s * inv(k)) * r;
+        }
+    })
 }
 
 /// `eˣ` with `y₀` given: `y′ = y x′`.
 pub(crate) fn exp(x: &[f64], y: &mut [f64]) {
-    let x = &x[..y.len()];
-    for k in 1..y.len() {
-        y[k] = chain(x, y, k);
-    }
+    by_width!(y.len(), |n| {
+        let (x, y) = (&x[..n], &mut y[..n]);
+        for k in 1..n {
+            y[k] = chain(x, y, k);
+        }
+    })
 }
 
 /// `sin x` and `cos x` (`sign = −1`) or `sinh x` and `cosh x`
@@ -224,8 +267,13 @@ pub(crate) fn exp(x: &[f64], y: &mut [f64]) {
 /// only, so the two sums share one pass over `j xⱼ`.
 #[inline(always)]
 fn paired(x: &[f64], s: &mut [f64], c: &mut [f64], sign: f64) {
-    let n = s.len();
-    let (x, c) = (&x[..n], &mut c[..n]);
+    by_width!(s.len(), |n| { paired_n(x, s, c, sign, n) })
+}
+
+/// [`paired`] for jets of length `n`.
+#[inline(always)]
+fn paired_n(x: &[f64], s: &mut [f64], c: &mut [f64], sign: f64, n: usize) {
+    let (x, s, c) = (&x[..n], &mut s[..n], &mut c[..n]);
     for k in 1..n {
         let (mut ss, mut cc) = (0.0, 0.0);
         let mut w = 0.0;
@@ -256,10 +304,13 @@ pub(crate) fn sinh_cosh(x: &[f64], s: &mut [f64], c: &mut [f64]) {
 /// `√u` with `y₀` given: `y² = u`, so
 /// `yₖ = (uₖ − Σ_{j=1..k−1} yⱼ y_{k−j}) / (2y₀)`.
 pub(crate) fn sqrt(u: &[f64], y: &mut [f64]) {
-    let r = 0.5 / y[0];
-    for k in 1..y.len() {
-        y[k] = (u[k] - dot_rev(&y[1..k], &y[1..k])) * r;
-    }
+    by_width!(y.len(), |n| {
+        let (u, y) = (&u[..n], &mut y[..n]);
+        let r = 0.5 / y[0];
+        for k in 1..n {
+            y[k] = (u[k] - dot_rev(&y[1..k], &y[1..k])) * r;
+        }
+    })
 }
 
 /// `xʳ` for a real exponent `r`, `y₀` given and `x₀ ≠ 0`: `x y′ = r y x′`,
