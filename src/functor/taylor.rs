@@ -39,8 +39,8 @@ pub type MaxTaylorOrder = typenum::U170;
 /// coefficient `k` is `Dᵏf(x)[v, …, v] / k!`.
 ///
 /// Every built-in primitive has its recurrence in the primitive table,
-/// `O(K²)` (the gamma family `O(K³)`: ψ satisfies no algebraic differential
-/// equation). A user rule uses its own [`crate::Rule::taylor`] if it has
+/// `O(K²)` (whole powers `O(K² log n)` by squaring; the gamma family
+/// `O(K³)`: ψ satisfies no algebraic differential equation). A user rule uses its own [`crate::Rule::taylor`] if it has
 /// one, and otherwise gets one from its pullback: the jets of its partial
 /// derivatives, a program of primitives, are computed to degree `K − 1`.
 /// `select` and the non-smooth primitives pass the jet of the chosen
@@ -244,7 +244,9 @@ fn partials_program(r: &CustomRule) -> Program {
         .iter()
         .map(|c| c.unwrap_or_else(|| b.zero()))
         .collect();
-    b.finish_unchecked(&outs)
+    // The rule's own application is dead unless the pullback reads y; left
+    // in, it would cost one more evaluation of the rule at each degree.
+    b.finish_unchecked(&outs).dce()
 }
 
 /// A user rule's jet from its pullback: `y′ = Σᵢ gᵢ xᵢ′` with `gᵢ = ∂ᵢf`,

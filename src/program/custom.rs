@@ -77,8 +77,9 @@ pub trait Rule: Send + Sync + 'static {
     /// partials `∂ᵢf(x(t))` (the pullback's program with `ȳ = 1`) are
     /// computed to degree `K − 1` and the recurrence
     /// `k yₖ = Σᵢ Σ_{j=1..k} j xᵢⱼ ∂ᵢf_{k−j}` closes. That costs `O(K²)`
-    /// when the pullback does not read `y`, and `O(K³)` when it does (the
-    /// partials' jet then needs `y`'s to one degree less, recursively).
+    /// when the pullback neither reads `y` nor applies the rule again, and
+    /// `O(K³)` when it does (the partials' jet then needs the rule's to
+    /// one degree less, recursively).
     fn taylor(&self, x: &[&[f64]], y: &mut [f64]) -> bool {
         let _ = (x, y);
         false

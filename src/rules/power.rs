@@ -48,10 +48,14 @@ impl Primitive for Powi {
     }
     fn taylor(x: &[&[f64]], n: i32, y: &mut [f64], sc: &mut Scratch) {
         let x = x[0];
-        if x[0] == 0.0 && n >= 0 {
-            // x y′ = n y x′ divides by x₀: square the jet instead.
+        if n >= 0 {
+            // Repeated squaring: x y′ = n y x′ would divide by x₀, and its
+            // rounding errors grow with the nearest zero of x(t), where xⁿ
+            // is perfectly regular (found by the closed-form tests).
             jet::pow_uint(x, u64::from(n.unsigned_abs()), y, sc);
         } else {
+            // x⁻ᵐ has a true pole where x(t) vanishes: the recurrence's
+            // growth is the function's own.
             y[0] = Self::value(&[x[0]], n);
             jet::pow_real(x, f64::from(n), y);
         }
@@ -106,11 +110,12 @@ impl Primitive for Powf {
             // squaring for a whole r ≥ 0 (else yₖ = 0 below r and no
             // finite coefficient above it).
             let r = e[0];
-            if a[0] != 0.0 {
+            if r >= 0.0 && r.fract() == 0.0 && r <= f64::from(u32::MAX) {
+                // A whole exponent: repeated squaring, as for powi.
+                jet::pow_uint(a, r as u64, y, sc);
+            } else if a[0] != 0.0 {
                 y[0] = y0;
                 jet::pow_real(a, r, y);
-            } else if r >= 0.0 && r.fract() == 0.0 && r <= f64::from(u32::MAX) {
-                jet::pow_uint(a, r as u64, y, sc);
             } else {
                 for (k, v) in y.iter_mut().enumerate() {
                     *v = if (k as f64) < r { 0.0 } else { f64::NAN };
