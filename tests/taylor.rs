@@ -388,26 +388,12 @@ fn d3_matches_nested_reverse() {
 /// calls the rule itself (so the derived rule recurses, one degree lower
 /// each time). Checked against the nested ∂⃖ construction to order 8 and
 /// against a rule that supplies its own Taylor rule.
-struct Softplus;
-impl ScalarRule for Softplus {
-    fn name(&self) -> &str {
-        "softplus"
-    }
-    fn value(&self, x: f64) -> f64 {
-        x.max(0.0) + (-x.abs()).exp().ln_1p()
-    }
-    fn pullback(&self, b: &mut Builder, x: Var, _y: Var, ct: Var) -> Var {
-        let nx = b.neg(x);
-        let sp = b.custom(softplus(), &[nx]);
-        let msp = b.neg(sp);
-        let sigma = b.exp(msp);
-        b.mul(ct, sigma)
-    }
-}
+#[path = "../examples/rrule.rs"]
+#[allow(dead_code)]
+mod rrule;
 
 fn softplus() -> &'static CustomRule {
-    static RULE: std::sync::OnceLock<CustomRule> = std::sync::OnceLock::new();
-    RULE.get_or_init(|| CustomRule::new(Softplus))
+    rrule::softplus_rule()
 }
 
 /// `x³` with its own Taylor rule (the jet cubed by two convolutions),

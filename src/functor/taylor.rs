@@ -14,6 +14,7 @@
 //! rather than `2ⁿ` terms.
 
 use crate::error::{Error, Result};
+use crate::program::eval::check_guards;
 use crate::program::{Builder, Op, Program, MAX_ARITY};
 use crate::rules::jet::{self, Scratch};
 use crate::rules::CustomRule;
@@ -218,17 +219,7 @@ impl TaylorProgram {
                 }
             }
         }
-        for (index, g) in p.guards.iter().enumerate() {
-            let now = vals[g.a.index() * w].partial_cmp(&vals[g.b.index() * w]);
-            if now != g.ordering {
-                return Err(Error::GuardFailed {
-                    index,
-                    traced: g.ordering,
-                    now,
-                });
-            }
-        }
-        Ok(())
+        check_guards(&p.guards, |v| vals[v.index() * w])
     }
 }
 

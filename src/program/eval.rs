@@ -261,16 +261,26 @@ impl Program {
             let v = Prim::eval_instr(ins, inputs, vals, || self.custom(low, ins, vals));
             vals[i] = v;
         }
-        for (index, g) in self.guards.iter().enumerate() {
-            let now = vals[g.a.index()].partial_cmp(&vals[g.b.index()]);
-            if now != g.ordering {
-                return Err(Error::GuardFailed {
-                    index,
-                    traced: g.ordering,
-                    now,
-                });
-            }
-        }
-        Ok(())
+        check_guards(&self.guards, |v| vals[v.index()])
     }
+}
+
+/// [`Error::GuardFailed`] for the first recorded comparison that does not
+/// hold for the values `value` reads (of f64, of a tracer's primal, or of a
+/// jet's constant term).
+pub(crate) fn check_guards<T: PartialOrd>(
+    guards: &[super::ir::Guard],
+    value: impl Fn(super::ir::Var) -> T,
+) -> Result<()> {
+    for (index, g) in guards.iter().enumerate() {
+        let now = value(g.a).partial_cmp(&value(g.b));
+        if now != g.ordering {
+            return Err(Error::GuardFailed {
+                index,
+                traced: g.ordering,
+                now,
+            });
+        }
+    }
+    Ok(())
 }
