@@ -91,5 +91,14 @@ pub use program::{
 pub use real::Real;
 pub use rules::{CustomRule, Prim, Rule, ScalarRule};
 
+/// The crate's type-level numbers, re-exported so that orders can be named
+/// without a dependency of your own: `optic_ad::typenum::U3` in
+/// `derivative::<U3, _>`.
+pub use typenum;
+
+/// The fixed-size arrays the typed drivers return (`derivative::<N>`
+/// returns a `GenericArray<f64, N + 1>`), re-exported for naming them.
+pub use generic_array;
+
 #[cfg(doctest)]
 mod book;
