@@ -617,3 +617,23 @@ fn load_errors() {
         Err(DataError::ZeroVariance { column: 7 })
     ));
 }
+
+/// Only the last iterate is marked converged (the progress line prints
+/// "converged" there, not "CG 0, step 0"); it met the gradient tolerance,
+/// and every earlier one took a step.
+#[test]
+fn only_the_last_iterate_is_converged() {
+    let (_, fit) = fitted();
+    let (last, earlier) = fit.history.split_last().expect("a history");
+    assert!(last.converged);
+    assert!(last.grad_inf < NewtonOptions::default().grad_tol);
+    assert_eq!((last.cg_iters, last.step), (0, 0.0));
+    for it in earlier {
+        assert!(!it.converged, "iterate {} marked converged", it.k);
+        assert!(
+            it.cg_iters > 0 && it.step > 0.0,
+            "iterate {} took no step",
+            it.k
+        );
+    }
+}

@@ -54,9 +54,17 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         } else {
             ""
         };
+        // The last iterate takes no step: say why instead of "CG 0, step 0".
+        let step = if it.converged {
+            format!("{:>14}", "converged")
+        } else {
+            format!("{:>4}  {:>8}", it.cg_iters, sci(it.step, 3))
+        };
         println!(
-            "{:>4}  {:>22.15e}  {:>10.3e}  {:>4}  {:>8.3e}{note}",
-            it.k, it.objective, it.grad_inf, it.cg_iters, it.step
+            "{:>4}  {:>22}  {:>10}  {step}{note}",
+            it.k,
+            sci(it.objective, 15),
+            sci(it.grad_inf, 3)
         );
     })?;
     let elapsed = start.elapsed();
@@ -71,8 +79,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
 
     println!();
     println!("converged in {} Newton iterations", fit.history.len() - 1);
-    println!("final objective  L = {:.15e}", fit.objective);
-    println!("final ‖∇L‖∞        = {:.3e}", fit.grad_inf);
+    println!("final objective  L = {}", sci(fit.objective, 15));
+    println!("final ‖∇L‖∞        = {}", sci(fit.grad_inf, 3));
     println!(
         "max |margin| {:.3}, training accuracy {}/{}",
         max_margin, correct, data.n_samples
@@ -80,11 +88,12 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!();
     println!("coefficients (standardised features):");
     println!(
-        "  {:<26} {:>22.15e}",
-        "intercept", fit.theta[data.n_features]
+        "  {:<26} {:>23}",
+        "intercept",
+        sci(fit.theta[data.n_features], 15)
     );
     for (name, w) in FEATURE_NAMES.iter().zip(&fit.theta) {
-        println!("  {:<26} {:>22.15e}", name, w);
+        println!("  {:<26} {:>23}", name, sci(*w, 15));
     }
     println!();
     println!(
@@ -97,6 +106,20 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         fit.setup_time.as_secs_f64() * 1e3
     );
     Ok(())
+}
+
+/// `v` in scientific notation with `digits` after the point and a signed
+/// two-digit exponent (`-3.63e-01`, `2.15e+00`), so that a column of them
+/// lines up.
+fn sci(v: f64, digits: usize) -> String {
+    let s = format!("{v:.digits$e}");
+    match s.split_once('e') {
+        Some((m, e)) => {
+            let (sign, d) = e.strip_prefix('-').map_or(("+", e), |d| ("-", d));
+            format!("{m}e{sign}{d:0>2}")
+        }
+        None => s,
+    }
 }
 
 fn main() -> ExitCode {

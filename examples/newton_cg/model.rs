@@ -384,7 +384,8 @@ impl Default for NewtonOptions {
 }
 
 /// One Newton iteration: the state at the iterate `θ_k`, and the step taken
-/// from it (CG iterations 0 and step 0 for the final, converged iterate).
+/// from it (none from the final, converged iterate: `converged` is set, CG
+/// iterations and step are 0).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Iteration {
     /// Iteration number `k` (0 is the starting point).
@@ -399,6 +400,9 @@ pub struct Iteration {
     pub negative_curvature: bool,
     /// Accepted step length `α`.
     pub step: f64,
+    /// Whether `θ_k` met the gradient tolerance (the last iterate; no step
+    /// is taken from it).
+    pub converged: bool,
 }
 
 /// The result of [`newton_cg`].
@@ -619,6 +623,7 @@ pub fn newton_cg(
                 cg_iters: 0,
                 negative_curvature: false,
                 step: 0.0,
+                converged: true,
             };
             progress(&it);
             history.push(it);
@@ -692,6 +697,7 @@ pub fn newton_cg(
             cg_iters: cg.iters,
             negative_curvature: cg.negative_curvature,
             step: alpha,
+            converged: false,
         };
         progress(&it);
         history.push(it);
