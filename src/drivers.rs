@@ -182,13 +182,55 @@ fn hvp_program(p: &Program, n: usize) -> Result<Program> {
 /// ```
 pub fn gradient<T: Real, F>(f: F, x: &[T]) -> Result<Vec<T>>
 where
-    F: Fn(&[Tracer]) -> Tracer,
+    F: FnOnce(&[Tracer]) -> Tracer,
 {
     check_nonempty("gradient", x.len())?;
     let (p, inputs) = trace_at(|t| vec![f(t)], x)?;
     let g = gradient_program(&p, x.len())?;
     let mut out = g.eval(&inputs)?;
     Ok(out.split_off(1))
+}
+
+/// The value and the gradient, `(f(x), ∇f(x))`, from one trace and one
+/// evaluation of the gradient program (the value is its first output, so
+/// it costs nothing extra).
+///
+/// Shapes, types and nesting as [`gradient`]: `x` has `n ≥ 1` entries; the
+/// gradient has `n`. `f` is called once.
+///
+/// # Errors
+///
+/// As [`gradient`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{value_and_gradient, Real};
+///
+/// let mut calls = 0;
+/// let (y, g) = value_and_gradient(
+///     |x| {
+///         calls += 1; // an `FnMut` (indeed `FnOnce`) closure is fine
+///         x[0] * x[1] + x[1].exp()
+///     },
+///     &[2.0, 0.5],
+/// )
+/// .unwrap();
+/// assert_eq!(calls, 1);
+/// assert_relative_eq!(y, 1.0 + 0.5_f64.exp());
+/// assert_relative_eq!(g[1], 2.0 + 0.5_f64.exp());
+/// ```
+pub fn value_and_gradient<T: Real, F>(f: F, x: &[T]) -> Result<(T, Vec<T>)>
+where
+    F: FnOnce(&[Tracer]) -> Tracer,
+{
+    check_nonempty("value_and_gradient", x.len())?;
+    let (p, inputs) = trace_at(|t| vec![f(t)], x)?;
+    let g = gradient_program(&p, x.len())?;
+    let mut out = g.eval(&inputs)?;
+    let grad = out.split_off(1);
+    Ok((out[0], grad))
 }
 
 /// Vector-Jacobian product: `(f(x), J_f(x)ᵀ ȳ)` for `f : ℝⁿ → ℝᵐ`: the
@@ -220,7 +262,7 @@ where
 /// ```
 pub fn vjp<T: Real, F>(f: F, x: &[T], ybar: &[T]) -> Result<(Vec<T>, Vec<T>)>
 where
-    F: Fn(&[Tracer]) -> Vec<Tracer>,
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
 {
     check_nonempty("vjp", x.len())?;
     let (p, mut inputs) = trace_at(f, x)?;
@@ -271,7 +313,7 @@ where
 /// ```
 pub fn jvp<T: Real, F>(f: F, x: &[T], v: &[T]) -> Result<(Vec<T>, Vec<T>)>
 where
-    F: Fn(&[Tracer]) -> Vec<Tracer>,
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
 {
     check_nonempty("jvp", x.len())?;
     check_len("jvp: direction", x.len(), v.len())?;
@@ -315,7 +357,7 @@ where
 /// ```
 pub fn jacobian<F>(f: F, x: &[f64]) -> Result<Vec<Vec<f64>>>
 where
-    F: Fn(&[Tracer]) -> Vec<Tracer>,
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
 {
     check_nonempty("jacobian", x.len())?;
     let (p, mut inputs) = trace_at(f, x)?;
@@ -363,7 +405,7 @@ where
 /// ```
 pub fn hvp<T: Real, F>(f: F, x: &[T], v: &[T]) -> Result<Vec<T>>
 where
-    F: Fn(&[Tracer]) -> Tracer,
+    F: FnOnce(&[Tracer]) -> Tracer,
 {
     check_nonempty("hvp", x.len())?;
     check_len("hvp: direction", x.len(), v.len())?;
@@ -459,9 +501,9 @@ pub fn derivative<N, F>(f: F, x: f64) -> Result<GenericArray<f64, Add1<N>>>
 where
     N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
-    F: Fn(Tracer) -> Tracer,
+    F: FnOnce(Tracer) -> Tracer,
 {
-    let mut t = traced_univariate(&f, x, N::to_usize())?;
+    let mut t = traced_univariate(f, x, N::to_usize())?;
     let mut out = GenericArray::<f64, Add1<N>>::default();
     univariate_derivatives(&mut t, x, &mut out)?;
     Ok(out)
@@ -469,8 +511,8 @@ where
 
 /// Traces a scalar function of one variable at `x` and builds its Taylor
 /// program of degree `order`.
-fn traced_univariate<F: Fn(Tracer) -> Tracer>(
-    f: &F,
+fn traced_univariate(
+    f: impl FnOnce(Tracer) -> Tracer,
     x: f64,
     order: usize,
 ) -> Result<TaylorProgram> {
@@ -638,9 +680,9 @@ pub fn taylor<N, F>(f: F, x: &[f64], v: &[f64]) -> Result<GenericArray<f64, Add1
 where
     N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
-    F: Fn(&[Tracer]) -> Tracer,
+    F: FnOnce(&[Tracer]) -> Tracer,
 {
-    let mut t = traced_multivariate(&f, x, N::to_usize())?;
+    let mut t = traced_multivariate(f, x, N::to_usize())?;
     let mut out = GenericArray::<f64, Add1<N>>::default();
     directional_jet(&mut t, x, v, &mut Vec::new(), &mut out)?;
     scale_by_factorials(&mut out);
@@ -649,8 +691,8 @@ where
 
 /// Traces a scalar function of several variables at `x` and builds its
 /// Taylor program of degree `order`.
-fn traced_multivariate<F: Fn(&[Tracer]) -> Tracer>(
-    f: &F,
+fn traced_multivariate(
+    f: impl FnOnce(&[Tracer]) -> Tracer,
     x: &[f64],
     order: usize,
 ) -> Result<TaylorProgram> {
@@ -723,13 +765,13 @@ fn directional_jet(
 /// ```
 pub fn d3<F>(f: F, x: &[f64], u: &[f64], v: &[f64], w: &[f64]) -> Result<f64>
 where
-    F: Fn(&[Tracer]) -> Tracer,
+    F: FnOnce(&[Tracer]) -> Tracer,
 {
     check_nonempty("d3", x.len())?;
     for (what, d) in [("direction u", u), ("direction v", v), ("direction w", w)] {
         check_len(what, x.len(), d.len())?;
     }
-    let mut t = traced_multivariate(&f, x, 3)?;
+    let mut t = traced_multivariate(f, x, 3)?;
     let (mut inputs, mut dir) = (Vec::new(), vec![0.0; x.len()]);
     let mut total = 0.0;
     for (sv, sw, sign) in [

@@ -80,7 +80,8 @@ mod real;
 pub mod rules;
 
 pub use drivers::{
-    d3, derivative, gradient, hessian, hvp, jacobian, jvp, taylor, vjp, Derivatives, Gradient, Hvp,
+    d3, derivative, gradient, hessian, hvp, jacobian, jvp, taylor, value_and_gradient, vjp,
+    Derivatives, Gradient, Hvp,
 };
 pub use error::{Error, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};

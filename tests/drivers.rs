@@ -843,3 +843,100 @@ fn issue_6_structural_zeros_are_positive_in_results() {
     let (_, jv) = optic_ad::jvp(|x| vec![x[0], x[1]], &[1.0, 2.0], &[1.0, 0.0]).unwrap();
     assert_eq!(jv[1].to_bits(), 0.0f64.to_bits(), "{jv:?}");
 }
+
+/// `value_and_gradient` is `(f(x), gradient(f, x))`, nests like `gradient`,
+/// and rejects an empty point.
+#[test]
+fn value_and_gradient_matches_value_and_gradient() {
+    fn f<T: Real>(x: &[T]) -> T {
+        (x[0] * x[1]).sin() + x[2].exp() * x[0]
+    }
+    let x = [0.4, -0.7, 0.3];
+    let (y, g) = optic_ad::value_and_gradient(f, &x).unwrap();
+    assert_eq!(y, f(&x));
+    assert_eq!(g, optic_ad::gradient(f, &x).unwrap());
+    // Nested: d/dx of the value and of ∂f/∂y inside an outer gradient.
+    let outer = optic_ad::gradient(
+        |a: &[Tracer]| {
+            let (v, g) = optic_ad::value_and_gradient(|b| b[0] * b[0] * a[0], &[a[0]]).unwrap();
+            v + g[0]
+        },
+        &[1.5],
+    )
+    .unwrap();
+    // v = a³, g = 2a², so d/da (a³ + 2a²) = 3a² + 4a.
+    assert!((outer[0] - (3.0 * 1.5 * 1.5 + 4.0 * 1.5)).abs() < 1e-13);
+    assert!(matches!(
+        optic_ad::value_and_gradient(|x| x[0], &[] as &[f64]),
+        Err(optic_ad::Error::EmptyInput(_))
+    ));
+}
+
+/// One-shot drivers call `f` once and accept closures that mutate their
+/// environment (`FnMut`, even `FnOnce`): counting evaluations compiles.
+#[test]
+fn one_shot_drivers_take_fnmut_closures() {
+    let mut calls = 0;
+    let g = optic_ad::gradient(
+        |x| {
+            calls += 1;
+            x[0] * x[0]
+        },
+        &[2.0],
+    )
+    .unwrap();
+    assert_eq!(g, vec![4.0]);
+    let d = optic_ad::derivative::<U3, _>(
+        |t| {
+            calls += 1;
+            t.sin()
+        },
+        0.5,
+    )
+    .unwrap();
+    assert!((d[3] + 0.5f64.cos()).abs() < 1e-15);
+    let (_, jv) = optic_ad::jvp(
+        |x| {
+            calls += 1;
+            vec![x[0] * x[1]]
+        },
+        &[2.0, 3.0],
+        &[1.0, 0.0],
+    )
+    .unwrap();
+    assert_eq!(jv, vec![3.0]);
+    let hv = optic_ad::hvp(
+        |x| {
+            calls += 1;
+            x[0] * x[0] * x[1]
+        },
+        &[2.0, 3.0],
+        &[1.0, 0.0],
+    )
+    .unwrap();
+    assert_eq!(hv, vec![6.0, 4.0]);
+    assert_eq!(calls, 4);
+}
+
+/// A tracer shows its primal value while its trace is live, and says so
+/// when the trace has finished.
+#[test]
+fn tracers_show_their_value() {
+    let mut shown = String::new();
+    let mut escaped = None;
+    optic_ad::gradient(
+        |x| {
+            let y = x[0] * 2.0;
+            shown = format!("{y:?}");
+            escaped = Some(y);
+            assert_eq!(y.value(), Some(1.5));
+            y
+        },
+        &[0.75],
+    )
+    .unwrap();
+    assert!(shown.starts_with("Tracer(1.5 @ trace"), "{shown}");
+    let y = escaped.unwrap();
+    assert_eq!(y.value(), None);
+    assert!(format!("{y:?}").starts_with("Tracer(finished trace"));
+}

@@ -27,10 +27,58 @@ use crate::rules::{CustomRule, Prim};
 /// trace it belongs to. Create tracers only through [`trace`] or a driver.
 /// Using a tracer after its trace has finished is an error
 /// ([`Error::ForeignTracer`]) reported by the trace it is used in.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy)]
 pub struct Tracer {
     trace: u64,
     var: u32,
+}
+
+impl Tracer {
+    /// The primal value this tracer stands for at the point being traced,
+    /// or `None` once its trace has finished.
+    ///
+    /// Reading it records nothing: a branch on this value is baked into
+    /// the program and is not re-checked where the program is evaluated
+    /// again. Branch with comparisons on the tracer itself (`t > 0.0`),
+    /// which record guards, or with [`crate::Real::select`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{gradient, Real};
+    ///
+    /// let mut seen = Vec::new();
+    /// let g = gradient(
+    ///     |x| {
+    ///         seen.push(x[0].value());
+    ///         x[0] * x[0]
+    ///     },
+    ///     &[3.0],
+    /// )
+    /// .unwrap();
+    /// assert_eq!(g, vec![6.0]);
+    /// assert_eq!(seen, vec![Some(3.0)]);
+    /// ```
+    pub fn value(&self) -> Option<f64> {
+        STACK.with(|s| {
+            let stack = s.try_borrow().ok()?;
+            stack
+                .iter()
+                .find(|f| f.id == self.trace)
+                .and_then(|f| f.vals.get(self.var as usize).copied())
+        })
+    }
+}
+
+/// Shows the primal value (when the trace is live) beside the trace and
+/// the instruction: `Tracer(0.3 @ trace 3, v17)`.
+impl std::fmt::Debug for Tracer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.value() {
+            Some(v) => write!(f, "Tracer({v:?} @ trace {}, v{})", self.trace, self.var),
+            None => write!(f, "Tracer(finished trace {}, v{})", self.trace, self.var),
+        }
+    }
 }
 
 struct Frame {
