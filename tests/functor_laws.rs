@@ -450,6 +450,20 @@ fn nested_levels_agree_with_bundle() {
         let got = [y, r1, r2, r3, r4, r5, r6, r7].concat();
         let e = worst.note(max_err(&got, &want));
         prop_assert!(e <= 1e-12, "order 3 levels vs bundle: {e:e}");
+        // The whole-bundle call runs the same stages: the same numbers.
+        let d: Vec<&[f64]> = (1..=7).map(blk).collect();
+        let (y_all, rs) = nested.call_all(blk(0), &d).map_err(fail)?;
+        let all = [vec![y_all], rs].concat().concat();
+        prop_assert!(all == got, "call_all vs level by level");
+        let short = matches!(
+            nested.call_all(blk(0), &d[..6]),
+            Err(Error::LengthMismatch {
+                expected: 7,
+                got: 6,
+                ..
+            })
+        );
+        prop_assert!(short, "call_all with 6 closure inputs is an error");
         Ok(())
     });
 }

@@ -291,6 +291,58 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
         &self.staged
     }
 
+    /// The whole bundle in one call: the primal at `x`, then every closure
+    /// `1 … 2ᴺ − 1` in order, closure `k` fed `d[k − 1]`. Returns `y` and
+    /// the closures' outputs `[r₁, …, r_K]`. The same numbers as
+    /// [`Nested::primal`] followed by each [`Level::call`], in one call.
+    ///
+    /// Shapes: `x` has the width of the program's input, `d` has
+    /// [`Nested::closures`] entries, `d[k − 1]` the width of input block `k`
+    /// of the bundle program; `r_k` has that of output block `k`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] for a wrong number of closure inputs or a
+    /// wrong width; the errors of evaluation.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{trace, Nested, Real};
+    /// use typenum::U3;
+    ///
+    /// // f‴ of sin from the order-3 bundle: seeds d₁ = d₂ = d₄ = 1, the last
+    /// // closure returns −cos x (the book's higher-order chapter).
+    /// let p = trace(|x| vec![x[0].sin()], &[0.0]).unwrap();
+    /// let bundle = Nested::<U3>::new(&p).unwrap();
+    /// let d: Vec<Vec<f64>> = (1..=7)
+    ///     .map(|k: usize| vec![if k.is_power_of_two() { 1.0 } else { 0.0 }])
+    ///     .collect();
+    /// let d: Vec<&[f64]> = d.iter().map(Vec::as_slice).collect();
+    /// let (y, r) = bundle.call_all(&[0.5], &d).unwrap();
+    /// assert_relative_eq!(y[0], 0.5_f64.sin());
+    /// assert_relative_eq!(r[6][0], -(0.5_f64.cos()));
+    /// ```
+    pub fn call_all(&self, x: &[f64], d: &[&[f64]]) -> Result<(Vec<f64>, Vec<Vec<f64>>)> {
+        let k = Self::closures();
+        if d.len() != k {
+            return Err(Error::LengthMismatch {
+                what: "closure inputs of the bundle",
+                expected: k,
+                got: d.len(),
+            });
+        }
+        let (y, mut residual) = self.staged.run(0, &[], x)?;
+        let mut outs = Vec::with_capacity(k);
+        for (i, di) in d.iter().enumerate() {
+            let (r, next) = self.staged.run(i + 1, &residual, di)?;
+            outs.push(r);
+            residual = next;
+        }
+        Ok((y, outs))
+    }
+
     /// Runs the primal stage at `x`, returning `y` and the first level.
     ///
     /// # Errors
