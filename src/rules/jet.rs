@@ -54,8 +54,7 @@ macro_rules! by_width {
     };
 }
 
-/// Copies a jet. Jets are short: a loop the compiler sees through beats a
-/// call into `memcpy` at low orders.
+/// Copies the first `dst.len()` coefficients of `src` into `dst`.
 #[inline(always)]
 pub(crate) fn copy(dst: &mut [f64], src: &[f64]) {
     let src = &src[..dst.len()];

@@ -163,33 +163,45 @@ fn max_share(b: &mut Builder, a: Var, c: Var, ct: Var) -> Var {
 
 /// The value of `max`/`min` on num-dual numbers, `greater` choosing `max`.
 fn dual_pick<D: DualF64>(a: D, c: D, greater: bool) -> D {
-    let (ar, cr) = (a.re(), c.re());
-    if ar.is_nan() {
-        c
-    } else if cr.is_nan() || (ar != cr && (ar > cr) == greater) {
-        a
-    } else if ar != cr {
-        c
-    } else {
-        a * 0.5 + c * 0.5
+    match pick(a.re(), c.re(), greater) {
+        Pick::First => a,
+        Pick::Second => c,
+        Pick::Mean => a * 0.5 + c * 0.5,
     }
 }
 
-/// The jet of `max`/`min`: the greater (`greater`) or lesser argument's
-/// by value, the mean of both at a tie (the pullback's shares), the other
-/// argument's where one is NaN (std's semantics).
+/// Which argument `max` (`greater`) or `min` passes its derivatives on
+/// from, by the arguments' values: the one that is the value, the other
+/// where one is NaN (std's semantics), the mean of both at a tie (the
+/// pullback's shares). One decision for num-dual values and jets.
+enum Pick {
+    First,
+    Second,
+    Mean,
+}
+
+fn pick(ar: f64, cr: f64, greater: bool) -> Pick {
+    if ar.is_nan() {
+        Pick::Second
+    } else if cr.is_nan() || (ar != cr && (ar > cr) == greater) {
+        Pick::First
+    } else if ar != cr {
+        Pick::Second
+    } else {
+        Pick::Mean
+    }
+}
+
+/// The jet of `max`/`min`: that of the argument [`pick`] chooses.
 fn pick_jet(x: &[&[f64]], y: &mut [f64], greater: bool) {
     let (a, c) = (x[0], x[1]);
-    let (ar, cr) = (a[0], c[0]);
-    if ar.is_nan() {
-        y.copy_from_slice(&c[..y.len()]);
-    } else if cr.is_nan() || (ar != cr && (ar > cr) == greater) {
-        y.copy_from_slice(&a[..y.len()]);
-    } else if ar != cr {
-        y.copy_from_slice(&c[..y.len()]);
-    } else {
-        for (k, v) in y.iter_mut().enumerate() {
-            *v = 0.5 * a[k] + 0.5 * c[k];
+    match pick(a[0], c[0], greater) {
+        Pick::First => y.copy_from_slice(&a[..y.len()]),
+        Pick::Second => y.copy_from_slice(&c[..y.len()]),
+        Pick::Mean => {
+            for (k, v) in y.iter_mut().enumerate() {
+                *v = 0.5 * a[k] + 0.5 * c[k];
+            }
         }
     }
 }
