@@ -1,7 +1,7 @@
 //! Criterion benchmarks: optic-ad against plain f64 (the ratio baseline),
 //! echidna (bytecode tape, Taylor) and num-dual (forward mode), in one run.
 //!
-//! Run: `cargo bench --bench ad`, then `python3 benches/report.py` prints
+//! Run: `cargo bench -p optic-ad-bench --bench ad`, then `python3 benches/report.py` prints
 //! the medians as ratios (derivative time ÷ plain f time; ours ÷ theirs).
 //!
 //! Every derivative benchmarked here is also cross-checked once, before
@@ -229,7 +229,7 @@ fn logistic_echidna<T: echidna::Scalar<Float = f64>>(theta: &[T], data: &model::
 fn bench_logistic(c: &mut Criterion) {
     let path = std::path::Path::new(concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/examples/data/wdbc.csv"
+        "/../examples/data/wdbc.csv"
     ));
     let data = model::load_wdbc(path).unwrap();
     let n = data.n_params();

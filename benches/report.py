@@ -2,7 +2,7 @@
 """Print criterion medians as ratios.
 
 Reads target/criterion/<group>/<bench>/new/estimates.json (written by
-`cargo bench --bench ad`) and, if present, target/peers.json (written by
+`cargo bench -p optic-ad-bench --bench ad`) and, if present, target/peers.json (written by
 `python3 benches/peers.py`). For each group it prints every benchmark's
 median, its ratio to the group's plain-f64 `f` time, and optic-ad's median
 divided by each peer's for the same derivative.
@@ -14,7 +14,7 @@ import sys
 root = pathlib.Path(__file__).resolve().parent.parent
 crit = root / "target" / "criterion"
 if not crit.is_dir():
-    sys.exit("no criterion results: run `cargo bench --bench ad` first")
+    sys.exit("no criterion results: run `cargo bench -p optic-ad-bench --bench ad` first")
 
 groups = {}
 for est in crit.glob("*/**/new/estimates.json"):

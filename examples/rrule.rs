@@ -145,7 +145,7 @@ pub fn run_lse(points: &[(f64, f64)], dir: (f64, f64)) -> optic_ad::Result<Vec<L
     let (u, v) = dir;
     let mut rows = Vec::new();
     for &(a, b) in points {
-        let d = derivative::<U3, _>(|t| Real::apply_rule_n(rule, &[t * u + a, t * v + b]), 0.0)?;
+        let d = derivative::<U3, _, _>(|t| Real::apply_rule_n(rule, &[t * u + a, t * v + b]), 0.0)?;
         let y = lse(a, b);
         // p = σ(a − b), q = σ(b − a), with σ evaluated directly in f64.
         let (p, q) = (logistic(a - b), logistic(b - a));
@@ -180,7 +180,7 @@ pub fn run(points: &[f64]) -> optic_ad::Result<Vec<Row>> {
     let softplus = softplus_rule();
     let mut rows = Vec::new();
     for &x in points {
-        let d = derivative::<U3, _>(|t| t.apply_rule(softplus), x)?;
+        let d = derivative::<U3, _, _>(|t| t.apply_rule(softplus), x)?;
         let (s, sm) = (logistic(x), logistic(-x));
         rows.push(Row {
             x,

@@ -4,6 +4,9 @@
 #[doc = include_str!("../book/src/introduction.md")]
 mod introduction {}
 
+#[doc = include_str!("../book/src/architecture.md")]
+mod architecture {}
+
 #[doc = include_str!("../book/src/optics.md")]
 mod optics {}
 
@@ -24,6 +27,15 @@ mod taylor {}
 
 #[doc = include_str!("../book/src/drivers.md")]
 mod drivers {}
+
+// Its blocks use faer: tested with `--features faer` (or `--all-features`,
+// the README's test command).
+#[cfg(feature = "faer")]
+#[doc = include_str!("../book/src/interop.md")]
+mod interop {}
+
+#[doc = include_str!("../book/src/peng_robinson.md")]
+mod peng_robinson {}
 
 #[doc = include_str!("../README.md")]
 mod readme {}

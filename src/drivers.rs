@@ -51,19 +51,138 @@ fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
     }
 }
 
+/// What a differentiated closure may return: its traced value(s) `O`, or
+/// `Result<O>`, so that an error inside it (typically from a driver called
+/// inside it, on tracers) ends the outer driver with that error instead of
+/// an `unwrap`.
+///
+/// Implemented for [`Tracer`] and `Result<Tracer>` (scalar functions),
+/// and for `Vec<Tracer>` and `Result<Vec<Tracer>>` (vector functions).
+/// Type inference picks the `Result` form from a `?` or an `Ok(…)` in the
+/// closure; no annotation is needed.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{gradient, Error, Real, Tracer};
+///
+/// // g(x) = ∂/∂y (x y²) at y = x, i.e. 2x², by a gradient inside a gradient.
+/// let g = gradient(
+///     |x| {
+///         let inner = gradient(|y| x[0] * y[0] * y[0], &[x[0]])?;
+///         Ok(inner[0])
+///     },
+///     &[3.0],
+/// )
+/// .unwrap();
+/// assert_relative_eq!(g[0], 12.0); // d/dx 2x² = 4x
+///
+/// // An inner error (here: a point of the wrong length) comes out as the
+/// // outer driver's `Err`.
+/// let r = gradient(
+///     |x| Ok(optic_ad::hvp(|y| y[0] * y[1], &[x[0], x[0]], &[x[0]])?[0]),
+///     &[3.0],
+/// );
+/// assert!(matches!(r, Err(Error::LengthMismatch { .. })));
+/// ```
+pub trait IntoTraced<O>: private::Sealed {
+    /// The traced value(s), or the closure's error.
+    ///
+    /// # Errors
+    ///
+    /// The error the closure returned.
+    fn into_traced(self) -> Result<O>;
+}
+
+mod private {
+    pub trait Sealed {}
+    impl Sealed for super::Tracer {}
+    impl Sealed for crate::Result<super::Tracer> {}
+    impl Sealed for Vec<super::Tracer> {}
+    impl Sealed for crate::Result<Vec<super::Tracer>> {}
+}
+
+impl IntoTraced<Tracer> for Tracer {
+    fn into_traced(self) -> Result<Tracer> {
+        Ok(self)
+    }
+}
+
+impl IntoTraced<Tracer> for Result<Tracer> {
+    fn into_traced(self) -> Result<Tracer> {
+        self
+    }
+}
+
+impl IntoTraced<Vec<Tracer>> for Vec<Tracer> {
+    fn into_traced(self) -> Result<Vec<Tracer>> {
+        Ok(self)
+    }
+}
+
+impl IntoTraced<Vec<Tracer>> for Result<Vec<Tracer>> {
+    fn into_traced(self) -> Result<Vec<Tracer>> {
+        self
+    }
+}
+
+/// Traces a fallible closure: the closure's error, if it returns one,
+/// ends the trace and is returned.
+fn trace_fallible<F>(f: F, x: &[f64]) -> Result<Traced>
+where
+    F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
+{
+    let mut err = None;
+    let traced = trace_captured(
+        |t| {
+            f(t).unwrap_or_else(|e| {
+                err = Some(e);
+                Vec::new()
+            })
+        },
+        x,
+    );
+    match err {
+        Some(e) => Err(e),
+        None => traced,
+    }
+}
+
 /// Traces at the primal values of `x`; returns the program with all inputs
 /// (point, then captures) as one block, and the evaluation inputs.
 fn trace_at<T: Real, F>(f: F, x: &[T]) -> Result<(Program, Vec<T>)>
 where
-    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+    F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
 {
     let xv: Vec<f64> = x.iter().map(|v| v.primal()).collect();
-    let Traced { program, captures } = trace_captured(f, &xv)?;
+    let Traced { program, captures } = trace_fallible(f, &xv)?;
     let mut inputs = x.to_vec();
     for c in &captures {
         inputs.push(T::from_tracer(*c).ok_or(Error::CapturedOutsideTrace(captures.len()))?);
     }
     Ok((program.flatten_blocks(), inputs))
+}
+
+/// A scalar closure as a fallible vector closure, for [`trace_at`].
+fn scalar<R: IntoTraced<Tracer>>(
+    f: impl FnOnce(&[Tracer]) -> R,
+) -> impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>> {
+    move |t| Ok(vec![f(t).into_traced()?])
+}
+
+/// A vector closure as a fallible one, for [`trace_at`].
+fn vector<R: IntoTraced<Vec<Tracer>>>(
+    f: impl FnOnce(&[Tracer]) -> R,
+) -> impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>> {
+    move |t| f(t).into_traced()
+}
+
+/// Whether `T` is `f64`, whose points take the compiled f64 paths
+/// (Taylor mode, the staged Hessian-vector product) instead of evaluating
+/// derived programs generically.
+fn is_f64<T: Real>() -> bool {
+    std::any::TypeId::of::<T>() == std::any::TypeId::of::<f64>()
 }
 
 /// Re-tracing where a guard fails, written once for every compiled driver.
@@ -107,9 +226,7 @@ fn point_tangents(n: usize, total: usize) -> impl Iterator<Item = Seed> {
 fn block_head(p: &Program, j: usize, n: usize) -> Result<std::ops::Range<usize>> {
     match p.output_range(j) {
         Some(r) if r.len() >= n => Ok(r.start..r.start + n),
-        _ => Err(Error::Layout(format!(
-            "output block {j} of width {n} is missing"
-        ))),
+        _ => Err(Error::MissingBlock { block: j, width: n }),
     }
 }
 
@@ -180,12 +297,13 @@ fn hvp_program(p: &Program, n: usize) -> Result<Program> {
 /// assert_relative_eq!(g[0], 0.5);
 /// assert_relative_eq!(g[1], 2.0 + 0.5_f64.exp());
 /// ```
-pub fn gradient<T: Real, F>(f: F, x: &[T]) -> Result<Vec<T>>
+pub fn gradient<T: Real, F, R>(f: F, x: &[T]) -> Result<Vec<T>>
 where
-    F: FnOnce(&[Tracer]) -> Tracer,
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
 {
     check_nonempty("gradient", x.len())?;
-    let (p, inputs) = trace_at(|t| vec![f(t)], x)?;
+    let (p, inputs) = trace_at(scalar(f), x)?;
     let g = gradient_program(&p, x.len())?;
     let mut out = g.eval(&inputs)?;
     Ok(out.split_off(1))
@@ -221,12 +339,13 @@ where
 /// assert_relative_eq!(y, 1.0 + 0.5_f64.exp());
 /// assert_relative_eq!(g[1], 2.0 + 0.5_f64.exp());
 /// ```
-pub fn value_and_gradient<T: Real, F>(f: F, x: &[T]) -> Result<(T, Vec<T>)>
+pub fn value_and_gradient<T: Real, F, R>(f: F, x: &[T]) -> Result<(T, Vec<T>)>
 where
-    F: FnOnce(&[Tracer]) -> Tracer,
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
 {
     check_nonempty("value_and_gradient", x.len())?;
-    let (p, inputs) = trace_at(|t| vec![f(t)], x)?;
+    let (p, inputs) = trace_at(scalar(f), x)?;
     let g = gradient_program(&p, x.len())?;
     let mut out = g.eval(&inputs)?;
     let grad = out.split_off(1);
@@ -260,12 +379,13 @@ where
 /// assert_relative_eq!(xbar[0], 3.0 + 10.0 * 2.0_f64.cos());
 /// assert_relative_eq!(xbar[1], 2.0);
 /// ```
-pub fn vjp<T: Real, F>(f: F, x: &[T], ybar: &[T]) -> Result<(Vec<T>, Vec<T>)>
+pub fn vjp<T: Real, F, R>(f: F, x: &[T], ybar: &[T]) -> Result<(Vec<T>, Vec<T>)>
 where
-    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Vec<Tracer>>,
 {
     check_nonempty("vjp", x.len())?;
-    let (p, mut inputs) = trace_at(f, x)?;
+    let (p, mut inputs) = trace_at(vector(f), x)?;
     let m = p.n_outputs();
     check_len("vjp: output cotangent", m, ybar.len())?;
     let total = p.n_inputs();
@@ -311,13 +431,14 @@ where
 /// assert_relative_eq!(jv[0], 3.0 + 20.0);
 /// assert_relative_eq!(jv[1], 2.0_f64.cos());
 /// ```
-pub fn jvp<T: Real, F>(f: F, x: &[T], v: &[T]) -> Result<(Vec<T>, Vec<T>)>
+pub fn jvp<T: Real, F, R>(f: F, x: &[T], v: &[T]) -> Result<(Vec<T>, Vec<T>)>
 where
-    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Vec<Tracer>>,
 {
     check_nonempty("jvp", x.len())?;
     check_len("jvp: direction", x.len(), v.len())?;
-    let (p, mut inputs) = trace_at(f, x)?;
+    let (p, mut inputs) = trace_at(vector(f), x)?;
     let (total, m) = (p.n_inputs(), p.n_outputs());
     // ∂⃗p: inputs [x, caps, ẋ, ċaps], outputs [y, ẏ]; captured values are
     // held fixed.
@@ -337,7 +458,8 @@ where
 /// vector-Jacobian products `e_iᵀ J` with one traced joint program
 /// (`(x, ȳ) ↦ (y, Jᵀȳ)`, ∂⃖f) evaluated `m` times.
 ///
-/// Shapes: `x` has `n ≥ 1` entries; the result is `m` rows of `n`.
+/// Shapes: `x` has `n ≥ 1` entries; the result is `m` rows of `n`. `T`
+/// and nesting as [`gradient`].
 ///
 /// # Errors
 ///
@@ -355,22 +477,23 @@ where
 /// assert_relative_eq!(j[1][0], 2.0_f64.exp());
 /// assert_relative_eq!(j[1][1], 0.0);
 /// ```
-pub fn jacobian<F>(f: F, x: &[f64]) -> Result<Vec<Vec<f64>>>
+pub fn jacobian<T: Real, F, R>(f: F, x: &[T]) -> Result<Vec<Vec<T>>>
 where
-    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Vec<Tracer>>,
 {
     check_nonempty("jacobian", x.len())?;
-    let (p, mut inputs) = trace_at(f, x)?;
+    let (p, mut inputs) = trace_at(vector(f), x)?;
     let (n, total, m) = (x.len(), p.n_inputs(), p.n_outputs());
     let joint = nest(&p, 1)?.positive_zero_outputs(); // [x, ȳ] -> [y, x̄]
-    inputs.extend(std::iter::repeat_n(0.0, m));
+    inputs.extend(std::iter::repeat_n(T::cst(0.0), m));
     let mut ws = Workspace::new();
-    let mut out = vec![0.0; m + total];
+    let mut out = vec![T::cst(0.0); m + total];
     let mut rows = Vec::with_capacity(m);
     for i in 0..m {
-        inputs[total + i] = 1.0;
+        inputs[total + i] = T::cst(1.0);
         joint.eval_with(&mut ws, &inputs, &mut out)?;
-        inputs[total + i] = 0.0;
+        inputs[total + i] = T::cst(0.0);
         rows.push(out[m..m + n].to_vec());
     }
     Ok(rows)
@@ -403,13 +526,14 @@ where
 /// assert_relative_eq!(hv[0], 4.0 - 2.0);
 /// assert_relative_eq!(hv[1], 2.0);
 /// ```
-pub fn hvp<T: Real, F>(f: F, x: &[T], v: &[T]) -> Result<Vec<T>>
+pub fn hvp<T: Real, F, R>(f: F, x: &[T], v: &[T]) -> Result<Vec<T>>
 where
-    F: FnOnce(&[Tracer]) -> Tracer,
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
 {
     check_nonempty("hvp", x.len())?;
     check_len("hvp: direction", x.len(), v.len())?;
-    let (p, mut inputs) = trace_at(|t| vec![f(t)], x)?;
+    let (p, mut inputs) = trace_at(scalar(f), x)?;
     let n = x.len();
     let h = hvp_program(&p, n)?;
     inputs.extend_from_slice(v);
@@ -418,10 +542,12 @@ where
 }
 
 /// Dense Hessian `H_f(x)` of a scalar function, row by row, from `n`
-/// Hessian-vector products with the unit vectors (one traced program,
-/// evaluated `n` times).
+/// Hessian-vector products with the unit vectors: one traced program,
+/// split as [`Hvp`] is, its left run once and its right `n` times.
 ///
-/// Shapes: `x` has `n ≥ 1` entries; the result is `n` rows of `n`.
+/// Shapes: `x` has `n ≥ 1` entries; the result is `n` rows of `n`. `T`
+/// and nesting as [`gradient`]: at tracer points inside another trace the
+/// Hessian is recorded there (its gradient is a third derivative).
 ///
 /// # Errors
 ///
@@ -439,19 +565,29 @@ where
 /// assert_relative_eq!(h[1][0], 0.5_f64.cos());
 /// assert_relative_eq!(h[1][1], 0.0);
 /// ```
-pub fn hessian<F>(f: F, x: &[f64]) -> Result<Vec<Vec<f64>>>
+pub fn hessian<T: Real, F, R>(f: F, x: &[T]) -> Result<Vec<Vec<T>>>
 where
-    F: Fn(&[Tracer]) -> Tracer,
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
 {
-    let mut h = Hvp::new(f, x)?;
+    check_nonempty("hessian", x.len())?;
+    let (p, inputs) = trace_at(scalar(f), x)?;
     let n = x.len();
-    h.linearize(x)?;
-    let mut e = vec![0.0; n];
-    let mut rows = vec![vec![0.0; n]; n];
-    for (i, row) in rows.iter_mut().enumerate() {
-        e[i] = 1.0;
-        h.apply(&e, row)?;
-        e[i] = 0.0;
+    let total = p.n_inputs();
+    let mut h = hvp_program(&p, n)?;
+    // Inputs [x, caps] [v]; outputs [f, ∇f] [H v]: split so that the part
+    // that depends on x alone runs once, and only the right runs per column.
+    h.input_blocks = vec![total, n];
+    h.output_blocks = vec![1 + n, n];
+    let stages = [HvpSplit::LEFT, HvpSplit::RIGHT];
+    let staged = Staged::split(&h, &stages, &stages, 2)?;
+    let (_, m) = staged.run(HvpSplit::LEFT, &[], &inputs)?;
+    let mut e = vec![T::cst(0.0); n];
+    let mut rows = Vec::with_capacity(n);
+    for i in 0..n {
+        e[i] = T::cst(1.0);
+        rows.push(staged.run(HvpSplit::RIGHT, &m, &e)?.0);
+        e[i] = T::cst(0.0);
     }
     Ok(rows)
 }
@@ -468,16 +604,24 @@ where
 /// Shapes: the result has `N + 1` entries. `N` is at most
 /// [`crate::functor::MAX_TAYLOR_ORDER`] (170) at compile time.
 ///
+/// The point may be any [`Real`] (so the call nests, as [`gradient`]
+/// does): at `f64` points the jet runs in Taylor mode; at tracer points
+/// inside another trace, or num-dual points, the derivatives come from ∂⃗
+/// applied `N` times to the traced program and evaluated on `T` (the
+/// Taylor program runs on `f64` jets only), whose size grows faster with
+/// `N`: fine for the low orders nesting asks for.
+///
 /// # Errors
 ///
 /// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
-/// [`Error::CapturedOutsideTrace`] if it closes over tracers.
+/// [`Error::CapturedOutsideTrace`] if it closes over tracers while `x` is
+/// not a tracer; the error `f` returns, if it returns a `Result`.
 ///
 /// ```compile_fail,E0271
 /// use optic_ad::{derivative, Real};
 /// use typenum::U171;
 ///
-/// let _ = derivative::<U171, _>(|x| x.sin(), 0.3);
+/// let _ = derivative::<U171, _, _>(|x| x.sin(), 0.3);
 /// ```
 ///
 /// # Example
@@ -488,35 +632,82 @@ where
 /// use typenum::{U3, U40};
 ///
 /// let x = 0.4_f64;
-/// let d = derivative::<U3, _>(|x| x.sin(), x).unwrap();
+/// let d = derivative::<U3, _, _>(|x| x.sin(), x).unwrap();
 /// assert_relative_eq!(d[0], x.sin());
 /// assert_relative_eq!(d[1], x.cos());
 /// assert_relative_eq!(d[2], -x.sin());
 /// assert_relative_eq!(d[3], -x.cos());
 /// // Order 40: the 40th derivative of sin is sin.
-/// let d = derivative::<U40, _>(|x| x.sin(), x).unwrap();
+/// let d = derivative::<U40, _, _>(|x| x.sin(), x).unwrap();
 /// assert_relative_eq!(d[40], x.sin(), max_relative = 1e-12);
 /// ```
-pub fn derivative<N, F>(f: F, x: f64) -> Result<GenericArray<f64, Add1<N>>>
+pub fn derivative<N, T, R>(f: impl FnOnce(Tracer) -> R, x: T) -> Result<GenericArray<T, Add1<N>>>
 where
     N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
-    F: FnOnce(Tracer) -> Tracer,
+    T: Real,
+    R: IntoTraced<Tracer>,
 {
-    let mut t = traced_univariate(f, x, N::to_usize())?;
-    let mut out = GenericArray::<f64, Add1<N>>::default();
-    univariate_derivatives(&mut t, x, &mut out)?;
-    Ok(out)
+    if is_f64::<T>() {
+        let x = x.primal();
+        let mut t = traced_univariate(f, x, N::to_usize())?;
+        let mut out = GenericArray::<f64, Add1<N>>::default();
+        univariate_derivatives(&mut t, x, &mut out)?;
+        return Ok(cast_array(&out));
+    }
+    let (p, inputs) = trace_at(scalar(|t: &[Tracer]| f(t[0])), &[x])?;
+    let q = univariate_program(&p, N::to_usize())?;
+    to_array(q.eval(&inputs)?)
+}
+
+/// `v` as an array of its length `M`.
+fn to_array<T, M: ArrayLength>(v: Vec<T>) -> Result<GenericArray<T, M>> {
+    let len = v.len();
+    GenericArray::try_from_iter(v).map_err(|_| Error::MissingBlock {
+        block: 0,
+        width: len,
+    })
+}
+
+/// An `f64` array as an array of `T` constants (`T` is `f64` where this is
+/// called).
+fn cast_array<T: Real, M: ArrayLength>(a: &GenericArray<f64, M>) -> GenericArray<T, M> {
+    a.iter().map(|&v| T::cst(v)).collect()
+}
+
+/// The program `(t, z…) ↦ [g, ∂g/∂t, …, ∂ᵏg/∂tᵏ]` for a program `g` of one
+/// output whose first input is `t`, with the other inputs `z` held fixed:
+/// ∂⃗ applied `order` times, each time with tangent `ṫ = 1` and structural
+/// zeros for `ż`, keeping the values so far and the tangent of the highest
+/// derivative. It serves the Taylor-mode drivers where the point is not
+/// `f64` (tracers inside another trace, or num-dual numbers): the Taylor
+/// program runs on `f64` jets only, while this program evaluates on any
+/// [`Real`]. Its size grows with the order like nested forward mode does,
+/// which is fine for the low orders nesting asks for.
+fn univariate_program(p: &Program, order: usize) -> Result<Program> {
+    let total = p.n_inputs();
+    let mut q = p.clone();
+    for _ in 0..order {
+        let m = q.n_outputs();
+        let fq = crate::functor::forward(&q);
+        let mut seeds = vec![Seed::Free; total];
+        seeds.push(Seed::Value(1.0));
+        seeds.extend(std::iter::repeat_n(Seed::Zero, total - 1));
+        let mut keep: Vec<usize> = (0..m).collect();
+        keep.push(2 * m - 1);
+        q = fq.specialize_seeds(&seeds, &keep)?;
+    }
+    Ok(q.positive_zero_outputs())
 }
 
 /// Traces a scalar function of one variable at `x` and builds its Taylor
 /// program of degree `order`.
-fn traced_univariate(
-    f: impl FnOnce(Tracer) -> Tracer,
+fn traced_univariate<R: IntoTraced<Tracer>>(
+    f: impl FnOnce(Tracer) -> R,
     x: f64,
     order: usize,
 ) -> Result<TaylorProgram> {
-    let traced = trace_captured(|t| vec![f(t[0])], &[x])?;
+    let traced = trace_fallible(scalar(|t: &[Tracer]| f(t[0])), &[x])?;
     if !traced.captures.is_empty() {
         return Err(Error::CapturedOutsideTrace(traced.captures.len()));
     }
@@ -574,6 +765,9 @@ where
     taylor: TaylorProgram,
     input: GenericArray<f64, Add1<N>>,
     out: GenericArray<f64, Add1<N>>,
+    /// The program of [`Derivatives::eval_at`] at non-`f64` points, built
+    /// on first use.
+    generic: Option<Program>,
 }
 
 impl<N, F> std::fmt::Debug for Derivatives<N, F>
@@ -589,11 +783,12 @@ where
     }
 }
 
-impl<N, F> Derivatives<N, F>
+impl<N, F, R> Derivatives<N, F>
 where
     N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
-    F: Fn(Tracer) -> Tracer,
+    F: Fn(Tracer) -> R,
+    R: IntoTraced<Tracer>,
 {
     /// Traces `f` at `x0` and builds its Taylor program.
     ///
@@ -616,6 +811,7 @@ where
             taylor,
             input: GenericArray::default(),
             out: GenericArray::default(),
+            generic: None,
         })
     }
 
@@ -643,6 +839,63 @@ where
         scale_by_factorials(out);
         Ok(self.out.clone())
     }
+
+    /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` at a point of any [`Real`] scalar:
+    /// tracers, to use the compiled derivatives inside another trace, or
+    /// num-dual numbers. At `f64` points this is [`Derivatives::eval`];
+    /// otherwise it evaluates ∂⃗ᴺ of the traced program (nested forward
+    /// mode, built on first use), because the Taylor program runs on `f64`
+    /// jets only.
+    ///
+    /// As for [`Gradient::eval_at`], `f` must not close over tracers of an
+    /// enclosing trace; call [`derivative`] inside the trace for such
+    /// closures.
+    ///
+    /// # Errors
+    ///
+    /// Errors of re-tracing where a guard fails.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{gradient, Derivatives, Real};
+    /// use typenum::U2;
+    ///
+    /// // d/dx of f″(x) = d/dx (−sin x) = f‴(x) = −cos x.
+    /// let mut d = Derivatives::<U2, _>::new(|t| t.sin(), 0.0).unwrap();
+    /// let g = gradient(|x| Ok(d.eval_at(x[0])?[2]), &[0.7]).unwrap();
+    /// assert_relative_eq!(g[0], -0.7_f64.cos(), max_relative = 1e-14);
+    /// ```
+    pub fn eval_at<T: Real>(&mut self, x: T) -> Result<GenericArray<T, Add1<N>>> {
+        if is_f64::<T>() {
+            return Ok(cast_array(&self.eval(x.primal())?));
+        }
+        let order = N::to_usize();
+        let out = match &self.generic {
+            Some(g) => g.eval(&[x]),
+            None => Err(Error::GuardFailed {
+                index: 0,
+                traced: None,
+                now: None,
+            }),
+        };
+        let out = match out {
+            // Not built yet, or a guard failed: (re)build from a trace at
+            // this point, as every compiled driver does.
+            Err(Error::GuardFailed { .. }) => {
+                if self.generic.is_some() {
+                    self.taylor = traced_univariate(&self.f, x.primal(), order)?;
+                }
+                let g = univariate_program(self.taylor.program(), order)?;
+                let out = g.eval(&[x]);
+                self.generic = Some(g);
+                out
+            }
+            other => other,
+        };
+        to_array(out?)
+    }
 }
 
 /// The directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`, for
@@ -669,35 +922,77 @@ where
 /// use typenum::U4;
 ///
 /// // f(x, y) = eˣ sin y along (1, 2): f(x + t, y + 2t) = eˣ⁺ᵗ sin(y + 2t).
-/// let d = taylor::<U4, _>(|x| x[0].exp() * x[1].sin(), &[0.0, 0.0], &[1.0, 2.0]).unwrap();
+/// let d = taylor::<U4, _, _>(|x| x[0].exp() * x[1].sin(), &[0.0, 0.0], &[1.0, 2.0]).unwrap();
 /// // dᵏ/dtᵏ eᵗ sin 2t at 0 = Im (1 + 2i)ᵏ: 0, 2, 4, −2, −24.
 /// assert_relative_eq!(d[1], 2.0, max_relative = 1e-14);
 /// assert_relative_eq!(d[2], 4.0, max_relative = 1e-14);
 /// assert_relative_eq!(d[3], -2.0, max_relative = 1e-14);
 /// assert_relative_eq!(d[4], -24.0, max_relative = 1e-14);
 /// ```
-pub fn taylor<N, F>(f: F, x: &[f64], v: &[f64]) -> Result<GenericArray<f64, Add1<N>>>
+pub fn taylor<N, T, R>(
+    f: impl FnOnce(&[Tracer]) -> R,
+    x: &[T],
+    v: &[T],
+) -> Result<GenericArray<T, Add1<N>>>
 where
     N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
-    F: FnOnce(&[Tracer]) -> Tracer,
+    T: Real,
+    R: IntoTraced<Tracer>,
 {
-    let mut t = traced_multivariate(f, x, N::to_usize())?;
-    let mut out = GenericArray::<f64, Add1<N>>::default();
-    directional_jet(&mut t, x, v, &mut Vec::new(), &mut out)?;
-    scale_by_factorials(&mut out);
-    Ok(out)
+    check_nonempty("taylor", x.len())?;
+    check_len("direction v", x.len(), v.len())?;
+    if is_f64::<T>() {
+        let (x, v) = (primals(x), primals(v));
+        let mut t = traced_multivariate(f, &x, N::to_usize())?;
+        let mut out = GenericArray::<f64, Add1<N>>::default();
+        directional_jet(&mut t, &x, &v, &mut Vec::new(), &mut out)?;
+        scale_by_factorials(&mut out);
+        return Ok(cast_array(&out));
+    }
+    let (q, mut inputs) = directional_program(f, x, v, N::to_usize())?;
+    inputs[0] = T::cst(0.0);
+    to_array(q.eval(&inputs)?)
+}
+
+/// The primal values of `x`.
+fn primals<T: Real>(x: &[T]) -> Vec<f64> {
+    x.iter().map(|v| v.primal()).collect()
+}
+
+/// For the non-`f64` paths of [`taylor()`] and [`d3`]: traces
+/// `(t, x, v) ↦ f(x + t v)` and returns [`univariate_program`] of it with
+/// the evaluation inputs `[t, x, v, captures]` (`t` to be set by the
+/// caller; `v` may be replaced, at positions `1 + n … 1 + 2n`).
+fn directional_program<T: Real, R: IntoTraced<Tracer>>(
+    f: impl FnOnce(&[Tracer]) -> R,
+    x: &[T],
+    v: &[T],
+    order: usize,
+) -> Result<(Program, Vec<T>)> {
+    let n = x.len();
+    let mut point = Vec::with_capacity(1 + 2 * n);
+    point.push(T::cst(0.0));
+    point.extend_from_slice(x);
+    point.extend_from_slice(v);
+    let line = |z: &[Tracer]| {
+        let (t, xv) = (z[0], &z[1..]);
+        let y: Vec<Tracer> = (0..n).map(|i| xv[i] + t * xv[n + i]).collect();
+        f(&y)
+    };
+    let (p, inputs) = trace_at(scalar(line), &point)?;
+    Ok((univariate_program(&p, order)?, inputs))
 }
 
 /// Traces a scalar function of several variables at `x` and builds its
 /// Taylor program of degree `order`.
-fn traced_multivariate(
-    f: impl FnOnce(&[Tracer]) -> Tracer,
+fn traced_multivariate<R: IntoTraced<Tracer>>(
+    f: impl FnOnce(&[Tracer]) -> R,
     x: &[f64],
     order: usize,
 ) -> Result<TaylorProgram> {
     check_nonempty("taylor", x.len())?;
-    let traced = trace_captured(|t| vec![f(t)], x)?;
+    let traced = trace_fallible(scalar(f), x)?;
     if !traced.captures.is_empty() {
         return Err(Error::CapturedOutsideTrace(traced.captures.len()));
     }
@@ -763,33 +1058,53 @@ fn directional_jet(
 /// let (u, v, w) = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]);
 /// assert_relative_eq!(d3(f, &[0.3, 0.4, 0.5], &u, &v, &w).unwrap(), 1.0, max_relative = 1e-14);
 /// ```
-pub fn d3<F>(f: F, x: &[f64], u: &[f64], v: &[f64], w: &[f64]) -> Result<f64>
+pub fn d3<T, F, R>(f: F, x: &[T], u: &[T], v: &[T], w: &[T]) -> Result<T>
 where
-    F: FnOnce(&[Tracer]) -> Tracer,
+    T: Real,
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
 {
     check_nonempty("d3", x.len())?;
     for (what, d) in [("direction u", u), ("direction v", v), ("direction w", w)] {
         check_len(what, x.len(), d.len())?;
     }
-    let mut t = traced_multivariate(f, x, 3)?;
+    if !is_f64::<T>() {
+        let n = x.len();
+        let (q, mut inputs) = directional_program(f, x, u, 3)?;
+        let mut total = T::cst(0.0);
+        for (sv, sw, sign) in POLARISATION {
+            for i in 0..n {
+                inputs[1 + n + i] = u[i] + v[i] * sv + w[i] * sw;
+            }
+            // g(d) = D³f[d, d, d], the last output.
+            total += q.eval(&inputs)?[3] * sign;
+        }
+        return Ok(total / 24.0 + 0.0);
+    }
+    let (x, u, v, w) = (primals(x), primals(u), primals(v), primals(w));
+    let mut t = traced_multivariate(f, &x, 3)?;
     let (mut inputs, mut dir) = (Vec::new(), vec![0.0; x.len()]);
     let mut total = 0.0;
-    for (sv, sw, sign) in [
-        (1.0, 1.0, 1.0),
-        (1.0, -1.0, -1.0),
-        (-1.0, 1.0, -1.0),
-        (-1.0, -1.0, 1.0),
-    ] {
+    for (sv, sw, sign) in POLARISATION {
         for (i, d) in dir.iter_mut().enumerate() {
             *d = u[i] + sv * v[i] + sw * w[i];
         }
         let mut out = [0.0; 4];
-        directional_jet(&mut t, x, &dir, &mut inputs, &mut out)?;
+        directional_jet(&mut t, &x, &dir, &mut inputs, &mut out)?;
         // g(d) = 3! · coefficient 3.
         total += sign * 6.0 * out[3];
     }
-    Ok(total / 24.0 + 0.0)
+    Ok(T::cst(total / 24.0 + 0.0))
 }
+
+/// The terms `(±1, ±1, sign)` of the polarisation identity in [`d3`]:
+/// `g(u + s_v v + s_w w)` enters with `sign`.
+const POLARISATION: [(f64, f64, f64); 4] = [
+    (1.0, 1.0, 1.0),
+    (1.0, -1.0, -1.0),
+    (-1.0, 1.0, -1.0),
+    (-1.0, -1.0, 1.0),
+];
 
 /// A compiled gradient: traced once, evaluated at many points with no
 /// allocation, re-traced only where a recorded comparison (guard) fails.
@@ -829,7 +1144,11 @@ impl<F> std::fmt::Debug for Gradient<F> {
     }
 }
 
-impl<F: Fn(&[Tracer]) -> Tracer> Gradient<F> {
+impl<F, R> Gradient<F>
+where
+    F: Fn(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
+{
     /// Traces `f` at `x0` and builds its gradient program.
     ///
     /// # Errors
@@ -848,8 +1167,50 @@ impl<F: Fn(&[Tracer]) -> Tracer> Gradient<F> {
     }
 
     fn build(f: &F, x: &[f64]) -> Result<Program> {
-        let (p, _) = trace_at(|t| vec![f(t)], x)?;
+        let (p, _) = trace_at(scalar(f), x)?;
         Ok(gradient_program(&p, x.len())?.schedule())
+    }
+
+    /// `(f(x), ∇f(x))` at a point of any [`Real`] scalar: tracers, to use
+    /// the compiled gradient inside another trace (the enclosing trace
+    /// records the gradient program's instructions, so it can be
+    /// differentiated again), or num-dual numbers. Allocates its result;
+    /// [`Gradient::eval`] is the allocation-free `f64` path.
+    ///
+    /// `f` itself must not close over tracers of an enclosing trace (that
+    /// is refused by [`Gradient::new`]): a compiled driver keeps its
+    /// program across traces. For a closure that captures them, call
+    /// [`gradient`] inside the trace.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless `x` has `n` entries; errors of
+    /// re-tracing where a guard fails.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{hessian, Gradient, Real};
+    ///
+    /// let mut g = Gradient::new(|x| x[0].powi(3) * x[1], &[1.0, 1.0]).unwrap();
+    /// // The Hessian as the Jacobian of the compiled gradient.
+    /// let h = optic_ad::jacobian(|x| Ok(g.eval_at(x)?.1), &[2.0, 5.0]).unwrap();
+    /// assert_relative_eq!(h[0][0], 6.0 * 2.0 * 5.0);
+    /// assert_relative_eq!(h[0][1], 3.0 * 4.0);
+    /// assert_relative_eq!(h[1][0], 3.0 * 4.0);
+    /// assert_relative_eq!(h[1][1], 0.0);
+    /// ```
+    pub fn eval_at<T: Real>(&mut self, x: &[T]) -> Result<(T, Vec<T>)> {
+        check_len("Gradient: x", self.n, x.len())?;
+        let f = &self.f;
+        let mut out = run_or_retrace(
+            &mut self.program,
+            || Self::build(f, &primals(x)),
+            |p| p.eval(x),
+        )?;
+        let grad = out.split_off(1);
+        Ok((out[0], grad))
     }
 
     /// The gradient program `x ↦ (f(x), ∇f(x))`.
@@ -928,8 +1289,12 @@ impl HvpSplit {
     const LEFT: usize = 0;
     const RIGHT: usize = 1;
 
-    fn build<F: Fn(&[Tracer]) -> Tracer>(f: &F, x: &[f64]) -> Result<Self> {
-        let (p, _) = trace_at(|t| vec![f(t)], x)?;
+    fn build<F, R>(f: &F, x: &[f64]) -> Result<Self>
+    where
+        F: Fn(&[Tracer]) -> R,
+        R: IntoTraced<Tracer>,
+    {
+        let (p, _) = trace_at(scalar(f), x)?;
         let n = x.len();
         // Inputs [x] [v]; outputs [f, ∇f] [H v]: x is known at the left,
         // v at the right.
@@ -969,7 +1334,11 @@ impl<F> std::fmt::Debug for Hvp<F> {
     }
 }
 
-impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
+impl<F, R> Hvp<F>
+where
+    F: Fn(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
+{
     /// Traces `f` at `x0` and builds the split Hessian-vector program.
     ///
     /// # Errors
@@ -1041,18 +1410,67 @@ impl<F: Fn(&[Tracer]) -> Tracer> Hvp<F> {
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] unless `v` and `out` have `n` entries;
-    /// [`Error::Layout`] if no `linearize` has succeeded since the `Hvp` was
+    /// [`Error::NotLinearized`] if no `linearize` has succeeded since the `Hvp` was
     /// built or since the last one failed.
     pub fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
         check_len("Hvp: v", self.n, v.len())?;
         check_len("Hvp: out", self.n, out.len())?;
         if !self.linearized {
-            return Err(Error::Layout("Hvp::apply before Hvp::linearize".into()));
+            return Err(Error::NotLinearized);
         }
         let s = &mut self.split;
         s.staged.run_with(HvpSplit::RIGHT, &mut s.ws, v)?;
         out.copy_from_slice(s.staged.own_outputs(&s.ws, HvpSplit::RIGHT));
         Ok(())
+    }
+
+    /// `H_f(x) v` at a point and direction of any [`Real`] scalar: tracers,
+    /// to use the compiled product inside another trace (so that it can be
+    /// differentiated again: a third derivative), or num-dual numbers.
+    /// Runs both stages; it does not move the point of
+    /// [`Hvp::linearize`]. Allocates its result; [`Hvp::apply`] is the
+    /// allocation-free `f64` path.
+    ///
+    /// As for [`Gradient::eval_at`], `f` must not close over tracers of an
+    /// enclosing trace; call [`hvp`] inside the trace for such closures.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless `x` and `v` have `n` entries;
+    /// errors of re-tracing where a guard fails.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{gradient, Hvp, Real, Tracer};
+    ///
+    /// // f = x⁴: ∇ₓ (H(x) v) = 24 x v.
+    /// let mut h = Hvp::new(|x| x[0].powi(4), &[1.0]).unwrap();
+    /// let g = gradient(|x| Ok(h.hvp_at(x, &[Tracer::cst(2.0)])?[0]), &[0.5]).unwrap();
+    /// assert_relative_eq!(g[0], 24.0 * 0.5 * 2.0);
+    /// ```
+    pub fn hvp_at<T: Real>(&mut self, x: &[T], v: &[T]) -> Result<Vec<T>> {
+        check_len("Hvp: x", self.n, x.len())?;
+        check_len("Hvp: v", self.n, v.len())?;
+        let f = &self.f;
+        let mut rebuilt = false;
+        let hv = run_or_retrace(
+            &mut self.split,
+            || {
+                rebuilt = true;
+                HvpSplit::build(f, &primals(x))
+            },
+            |s| {
+                let (_, m) = s.staged.run(HvpSplit::LEFT, &[], x)?;
+                Ok(s.staged.run(HvpSplit::RIGHT, &m, v)?.0)
+            },
+        );
+        if rebuilt {
+            // The rebuilt split has fresh buffers: no linearisation.
+            self.linearized = false;
+        }
+        hv
     }
 }
 

@@ -49,9 +49,17 @@ pub enum Error {
         trace: u64,
     },
     /// A function closed over traced values of an enclosing trace, but was
-    /// differentiated with a scalar type that cannot carry them (only
-    /// tracers can).
-    #[error("the traced function captured {0} value(s) of an enclosing trace; differentiate it with tracer arguments")]
+    /// differentiated at a point of a scalar type that cannot carry them
+    /// (only tracers can): typically an inner driver given an `f64` point
+    /// inside another driver's closure. The answer would depend on the
+    /// enclosing trace's values, which an `f64` result cannot. Pass the
+    /// point as tracers: values of the enclosing trace, or constants made
+    /// with `Tracer::cst`. Compiled drivers ([`crate::Gradient`],
+    /// [`crate::Hvp`], [`crate::Derivatives`]) keep their program across
+    /// traces, so their closures may not capture tracers at all: call the
+    /// one-shot drivers inside a trace, or the compiled drivers'
+    /// `eval_at`/`hvp_at` on tracer points.
+    #[error("the traced function captured {0} value(s) of an enclosing trace, which an f64 point cannot carry: pass the point as tracers (values of the enclosing trace, or Tracer::cst(c))")]
     CapturedOutsideTrace(usize),
     /// A derivative order above what the nested-closure encoding supports
     /// (its bundle has 2ᴺ − 1 closures); checked before anything is built.
@@ -73,9 +81,57 @@ pub enum Error {
         /// The limit.
         max: usize,
     },
-    /// A program's block layout does not match what a transform needs.
-    #[error("program layout: {0}")]
-    Layout(String),
+    /// [`crate::Hvp::apply`] was called with no successful
+    /// [`crate::Hvp::linearize`] since the `Hvp` was built or since the
+    /// last `linearize` failed: there is no point to apply the Hessian at.
+    #[error("Hvp::apply needs a successful Hvp::linearize first")]
+    NotLinearized,
+    /// A univariate driver or transform was given a program that is not a
+    /// scalar function of one variable.
+    #[error(
+        "{what} needs a scalar function of one variable, got {inputs} inputs and {outputs} outputs"
+    )]
+    NotUnivariate {
+        /// Which function or transform.
+        what: &'static str,
+        /// The program's number of inputs.
+        inputs: usize,
+        /// The program's number of outputs.
+        outputs: usize,
+    },
+    /// A derived program lacks an output block that a driver reads. The
+    /// drivers build these programs themselves, so this is never expected:
+    /// it would be a bug in this crate, reported instead of a panic.
+    #[error("output block {block} of width {width} is missing")]
+    MissingBlock {
+        /// Index of the output block.
+        block: usize,
+        /// The width the driver needs.
+        width: usize,
+    },
+    /// An index argument is out of range.
+    #[error("{what}: index {index} is out of range for length {len}")]
+    IndexOutOfRange {
+        /// Which argument.
+        what: &'static str,
+        /// The index that was passed.
+        index: usize,
+        /// The number of valid indices.
+        len: usize,
+    },
+    /// An argument that must be a permutation of `0..len` is not.
+    #[error("{what} is not a permutation of 0..{len}")]
+    NotAPermutation {
+        /// Which argument.
+        what: &'static str,
+        /// The length of the permuted sequence.
+        len: usize,
+    },
+    /// A program is not well formed ([`crate::Program::validate`]): a
+    /// deserialised program with bad data, or one assembled by hand with
+    /// [`crate::Builder::push`].
+    #[error("malformed program: {0}")]
+    Malformed(Malformation),
     /// An output of a nested program depends on a later closure's input, so
     /// the program cannot be split into nested closures (see the book's
     /// chapter "Higher order and the nested-closure encoding").
@@ -129,6 +185,81 @@ impl std::fmt::Display for RuleMisuse {
             RuleMisuse::DeclaredInput => f.write_str("declared an input of its builder"),
             RuleMisuse::UnknownRule => f.write_str("applied a rule its builder does not have"),
             RuleMisuse::Malformed => f.write_str("pushed a malformed instruction"),
+        }
+    }
+}
+
+/// How a program is malformed ([`Error::Malformed`]); the first problem
+/// [`crate::Program::validate`] finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Malformation {
+    /// More inputs than instructions (every input is an instruction).
+    TooManyInputs {
+        /// The declared number of inputs.
+        inputs: usize,
+        /// The number of instructions.
+        instructions: usize,
+    },
+    /// An input instruction with an index out of range or already used.
+    BadInput {
+        /// The instruction.
+        instruction: usize,
+        /// Its input index.
+        input: usize,
+    },
+    /// A primitive or rule applied to the wrong number of operands.
+    Arity {
+        /// The instruction.
+        instruction: usize,
+        /// The number of operands the primitive or rule takes.
+        expected: usize,
+        /// The number it was given.
+        got: usize,
+    },
+    /// An instruction uses its own value or a later one (not SSA order).
+    LaterValue {
+        /// The instruction.
+        instruction: usize,
+    },
+    /// A declared input has no input instruction.
+    MissingInput,
+    /// An output or guard refers past the last instruction.
+    DanglingReference,
+    /// The input or output block widths do not add up to the number of
+    /// inputs or outputs.
+    Blocks,
+}
+
+impl std::fmt::Display for Malformation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match *self {
+            Malformation::TooManyInputs {
+                inputs,
+                instructions,
+            } => write!(f, "{inputs} inputs but only {instructions} instructions"),
+            Malformation::BadInput { instruction, input } => {
+                write!(
+                    f,
+                    "instruction {instruction}: bad or repeated input {input}"
+                )
+            }
+            Malformation::Arity {
+                instruction,
+                expected,
+                got,
+            } => write!(
+                f,
+                "instruction {instruction} takes {expected} operands, got {got}"
+            ),
+            Malformation::LaterValue { instruction } => {
+                write!(f, "instruction {instruction} uses a later value")
+            }
+            Malformation::MissingInput => f.write_str("an input has no instruction"),
+            Malformation::DanglingReference => {
+                f.write_str("an output or guard refers past the end")
+            }
+            Malformation::Blocks => f.write_str("blocks do not add up"),
         }
     }
 }

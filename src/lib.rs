@@ -30,7 +30,7 @@
 //! assert_relative_eq!(g[1], 0.3_f64.sin() + 6.0);
 //! let hv = hvp(f, &x, &v).unwrap(); // H = [[−x₁ sin x₀, cos x₀], [cos x₀, 3 x₁]]
 //! assert_relative_eq!(hv[0], -2.0 * 0.3_f64.sin() - 0.3_f64.cos());
-//! let d = derivative::<U3, _>(|t| t.sin() * t.exp(), 0.5).unwrap(); // [f, f′, f″, f‴]
+//! let d = derivative::<U3, _, _>(|t| t.sin() * t.exp(), 0.5).unwrap(); // [f, f′, f″, f‴]
 //! assert_relative_eq!(d[3], 2.0 * 0.5_f64.exp() * (0.5_f64.cos() - 0.5_f64.sin()), max_relative = 1e-14);
 //! ```
 //!
@@ -61,6 +61,12 @@
 //! or lift them with [`Real::cst`]; see [`Real`] for why `2.0 * x` cannot be
 //! offered generically.
 //!
+//! # Cargo features
+//!
+//! - `faer`: the module `faer_interop`, faer columns and matrices in and out of the
+//!   drivers (dense Hessians and Jacobians as `faer::Mat`).
+//! - `serde`: `Serialize`/`Deserialize` for programs.
+//!
 //! # Errors, panics, NaN
 //!
 //! Public functions return [`Result`] with [`Error`]; none panics on bad
@@ -73,6 +79,8 @@
 
 mod drivers;
 mod error;
+#[cfg(feature = "faer")]
+pub mod faer_interop;
 pub mod functor;
 pub mod optic;
 mod program;
@@ -81,9 +89,9 @@ pub mod rules;
 
 pub use drivers::{
     d3, derivative, gradient, hessian, hvp, jacobian, jvp, taylor, value_and_gradient, vjp,
-    Derivatives, Gradient, Hvp,
+    Derivatives, Gradient, Hvp, IntoTraced,
 };
-pub use error::{Error, Result, RuleMisuse};
+pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
 pub use program::{
     split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Staged, StagedWorkspace, Tracer,
@@ -94,7 +102,7 @@ pub use rules::{CustomRule, Prim, Rule, ScalarRule};
 
 /// The crate's type-level numbers, re-exported so that orders can be named
 /// without a dependency of your own: `optic_ad::typenum::U3` in
-/// `derivative::<U3, _>`.
+/// `derivative::<U3, _, _>`.
 pub use typenum;
 
 /// The fixed-size arrays the typed drivers return (`derivative::<N>`

@@ -268,7 +268,7 @@ pub trait Real:
 
     /// Applies a user-defined primitive to its arguments `x`
     /// ([`crate::Rule::arity`] of them). On a [`Tracer`], another number of
-    /// arguments makes the trace fail with [`crate::Error::Layout`]; on
+    /// arguments makes the trace fail with [`crate::Error::Malformed`]; on
     /// other types it gives NaN.
     #[inline]
     fn apply_rule_n(rule: &CustomRule, x: &[Self]) -> Self {

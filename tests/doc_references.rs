@@ -130,3 +130,104 @@ fn the_patterns_match() {
     ));
     assert!(!offending("PROPTEST_RNG_SEED 123", None));
 }
+
+/// Extensions of the repository's own files that docs name.
+const FILE_EXTENSIONS: [&str; 9] = ["rs", "md", "csv", "py", "toml", "txt", "png", "json", "ttf"];
+
+/// The file names a line mentions: the contents of backtick spans and the
+/// targets of Markdown links that look like a path to a file (no spaces,
+/// one of [`FILE_EXTENSIONS`], no URL scheme).
+fn named_files(line: &str) -> Vec<&str> {
+    let mut names = Vec::new();
+    let looks_like_file = |s: &str| {
+        !s.is_empty()
+            && !s.contains("://")
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "_./-".contains(c))
+            && s.rsplit_once('.')
+                .is_some_and(|(stem, ext)| !stem.is_empty() && FILE_EXTENSIONS.contains(&ext))
+    };
+    for (i, span) in line.split('`').enumerate() {
+        if i % 2 == 1 && looks_like_file(span) {
+            names.push(span);
+        }
+    }
+    let mut rest = line;
+    while let Some(p) = rest.find("](") {
+        let tail = &rest[p + 2..];
+        let end = tail.find(')').unwrap_or(tail.len());
+        let target = tail[..end].split('#').next().unwrap_or("");
+        if looks_like_file(target) {
+            names.push(target);
+        }
+        rest = &tail[end..];
+    }
+    names
+}
+
+/// Every file a doc, the book, the README or an example names exists in the
+/// repository: at that path from the naming file's directory or one of its
+/// parents up to the repository root (so `rules/mod.rs` from `src/rules`,
+/// a Markdown link from its page), or, for a bare file name, somewhere in
+/// the repository. Generated files under `target/` are exempt, and so is
+/// this file, which names the forbidden files on purpose.
+#[test]
+fn named_files_exist() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = vec![root.join("README.md"), root.join("CHANGELOG.md")];
+    for dir in ["src", "book/src", "examples", "tests", "benches", "gallery"] {
+        if root.join(dir).is_dir() {
+            walk(&root.join(dir), &mut files);
+        }
+    }
+    let mut all = Vec::new();
+    for dir in [
+        "src", "book", "examples", "tests", "benches", "gallery", ".ci",
+    ] {
+        if root.join(dir).is_dir() {
+            walk(&root.join(dir), &mut all);
+        }
+    }
+    let base_names: std::collections::HashSet<String> = all
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    let mut missing = Vec::new();
+    let this = root.join(file!());
+    let text_files = files.iter().filter(|p| **p != this).filter(|p| {
+        p.extension()
+            .is_some_and(|e| e == "rs" || e == "md" || e == "py")
+    });
+    for path in text_files {
+        let text = fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        let dir = path.parent().unwrap_or(root);
+        let dir = dir.to_path_buf();
+        for (i, line) in text.lines().enumerate() {
+            for name in named_files(line) {
+                let found = name.starts_with("target/")
+                    || dir
+                        .ancestors()
+                        .any(|d| d.starts_with(root) && d.join(name).exists())
+                    || (!name.contains('/') && base_names.contains(name));
+                if !found {
+                    let rel = path.strip_prefix(root).unwrap_or(path);
+                    missing.push(format!("{}:{}: {name}", rel.display(), i + 1));
+                }
+            }
+        }
+    }
+    assert!(
+        missing.is_empty(),
+        "docs name files that are not in the repository:\n{}",
+        missing.join("\n")
+    );
+}
+
+#[test]
+fn named_files_are_found_in_lines() {
+    assert_eq!(
+        named_files("see `examples/data/wdbc.csv` and [the book](book/src/taylor.md#x)"),
+        vec!["examples/data/wdbc.csv", "book/src/taylor.md"]
+    );
+    assert!(named_files("`x.sin()` and `a.b` and [x](https://e.org/a.md)").is_empty());
+}

@@ -37,8 +37,8 @@ use std::cell::Cell;
 
 use common::{check, cotangent, err, max_err, point, scale_of, RandomProgram};
 use optic_ad::{
-    derivative, gradient, hessian, hvp, jacobian, jvp, nest, trace, vjp, Error, Gradient, Hvp,
-    Nested, Program, Real, Tracer,
+    d3, derivative, gradient, hessian, hvp, jacobian, jvp, nest, taylor, trace, vjp, Error,
+    Gradient, Hvp, Nested, Program, Real, Tracer,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -316,7 +316,7 @@ fn third_derivative_matches_dual3() {
         strategy,
         |(f, x), worst| {
             let p = &f.program;
-            let got = derivative::<U3, _>(|t| p.eval(&[t]).unwrap()[0], x).map_err(fail)?;
+            let got = derivative::<U3, _, _>(|t| p.eval(&[t]).unwrap()[0], x).map_err(fail)?;
             let want = common::taylor3_dual3(p, x);
             for k in 0..4 {
                 let e = worst.note(err(got[k], want[k]));
@@ -395,9 +395,9 @@ fn fourth_derivative_matches_finite_difference_of_third() {
             return Ok(());
         }
         let f3 = |t: f64| -> Result<f64, TestCaseError> {
-            Ok(derivative::<U3, _>(|s| p.eval(&[s]).unwrap()[0], t).map_err(fail)?[3])
+            Ok(derivative::<U3, _, _>(|s| p.eval(&[s]).unwrap()[0], t).map_err(fail)?[3])
         };
-        let d4 = derivative::<U4, _>(|s| p.eval(&[s]).unwrap()[0], x).map_err(fail)?;
+        let d4 = derivative::<U4, _, _>(|s| p.eval(&[s]).unwrap()[0], x).map_err(fail)?;
         let (p1, m1, p2, m2) = (f3(x + H)?, f3(x - H)?, f3(x + 2.0 * H)?, f3(x - 2.0 * H)?);
         let d_h = (p1 - m1) / (2.0 * H);
         let d_2h = (p2 - m2) / (4.0 * H);
@@ -406,7 +406,7 @@ fn fourth_derivative_matches_finite_difference_of_third() {
         worst.note(e / tol);
         prop_assert!(e <= tol, "f'''' = {} vs FD {d_h} (tol {tol:e})", d4[4]);
         // Orders 0 … 3 of the order-4 call agree with the order-3 call.
-        let d3 = derivative::<U3, _>(|s| p.eval(&[s]).unwrap()[0], x).map_err(fail)?;
+        let d3 = derivative::<U3, _, _>(|s| p.eval(&[s]).unwrap()[0], x).map_err(fail)?;
         for k in 0..4 {
             prop_assert_eq!(d4[k], d3[k]);
         }
@@ -494,6 +494,24 @@ fn drivers_never_panic_on_bad_input() {
                 let mut short = vec![0.0; n.saturating_sub(1)];
                 prop_assert!(h.apply(&v, &mut short).is_err());
             }
+        }
+        // The non-f64 paths: drivers on tracers inside a trace, with
+        // mismatched lengths; every error leaves through the outer driver.
+        let r = gradient(
+            |t: &[Tracer]| {
+                let xs: Vec<Tracer> = x.iter().map(|&c| t[0] * c).collect();
+                let vs: Vec<Tracer> = v.iter().map(|&c| Tracer::cst(c)).collect();
+                let h = hessian(sum_sin, &xs)?;
+                let j = jacobian(two, &xs)?;
+                let d = taylor::<U2, _, _>(sum_sin, &xs, &vs)?;
+                let e = d3(sum_sin, &xs, &vs, &vs, &vs)?;
+                Ok(h.len() as f64 * t[0] + j[0][0] + d[2] + e)
+            },
+            &[1.0],
+        );
+        prop_assert_eq!(r.is_ok(), n > 0 && v.len() == n, "nested: {:?}", r);
+        if n == 0 {
+            prop_assert!(matches!(r, Err(Error::EmptyInput(_))), "{:?}", r);
         }
         Ok(())
     });
@@ -710,7 +728,7 @@ fn escaped_tracer_is_detected() {
     assert!(matches!(r, Err(Error::ForeignTracer { .. })), "{r:?}");
     let r = gradient(|x: &[Tracer]| x[0] * escaped, &[2.0]);
     assert!(matches!(r, Err(Error::ForeignTracer { .. })), "{r:?}");
-    let r = derivative::<U2, _>(|t| t.sin() + escaped, 0.5);
+    let r = derivative::<U2, _, _>(|t| t.sin() + escaped, 0.5);
     assert!(matches!(r, Err(Error::ForeignTracer { .. })), "{r:?}");
     let r = Gradient::new(|x: &[Tracer]| x[0] - escaped, &[0.0]);
     assert!(matches!(r, Err(Error::ForeignTracer { .. })), "{r:?}");
@@ -834,7 +852,7 @@ fn later_entry_points_never_panic_on_bad_input() {
 #[test]
 fn issue_6_structural_zeros_are_positive_in_results() {
     use typenum::U2;
-    let d = optic_ad::derivative::<U2, _>(|x| x, 1.0).unwrap();
+    let d = optic_ad::derivative::<U2, _, _>(|x| x, 1.0).unwrap();
     assert_eq!(d[2].to_bits(), 0.0f64.to_bits(), "{d:?}");
     let g = optic_ad::gradient(|x| x[0] * 2.0, &[1.0, 5.0]).unwrap();
     assert_eq!(g[1].to_bits(), 0.0f64.to_bits(), "{g:?}");
@@ -886,7 +904,7 @@ fn one_shot_drivers_take_fnmut_closures() {
     )
     .unwrap();
     assert_eq!(g, vec![4.0]);
-    let d = optic_ad::derivative::<U3, _>(
+    let d = optic_ad::derivative::<U3, _, _>(
         |t| {
             calls += 1;
             t.sin()

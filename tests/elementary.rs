@@ -335,7 +335,7 @@ fn zero_at(a: f64, b: f64) -> f64 {
 
 /// `[f, f′, …]` of `M` at `x` from `derivative::<U3>`.
 fn taylor3<M: Line>(p: &M::P, x: f64) -> Result<[f64; 4], TestCaseError> {
-    let d = derivative::<U3, _>(|t| M::eval(p, t), x).map_err(fail)?;
+    let d = derivative::<U3, _, _>(|t| M::eval(p, t), x).map_err(fail)?;
     Ok([d[0], d[1], d[2], d[3]])
 }
 
@@ -389,7 +389,7 @@ fn fd<M: Line>() {
         let h = ETA.map(|e| e * unit);
         let grid = 4.0 * h[3];
         let x = (M::at(&p) / grid).round() * grid;
-        let top = derivative::<U4, _>(|t| M::eval(&p, t), x).map_err(fail)?;
+        let top = derivative::<U4, _, _>(|t| M::eval(&p, t), x).map_err(fail)?;
         // max over j ≥ 1 of |f⁽ʲ⁾(t₀)| rʲ⁻ᵐ: the size of the terms of f⁽ᵐ⁾.
         let terms = |m: usize| -> f64 {
             (1..=4).fold(0.0, |a: f64, j| {
@@ -793,13 +793,13 @@ line! {
 
 /// `[f, f′, …, f⁽⁴⁾]` from `derivative::<U4>`.
 fn d4(f: impl Fn(Tracer) -> Tracer, x: f64) -> [f64; 5] {
-    let d = derivative::<U4, _>(f, x).expect("derivative::<U4>");
+    let d = derivative::<U4, _, _>(f, x).expect("derivative::<U4>");
     [d[0], d[1], d[2], d[3], d[4]]
 }
 
 /// `[f, f′, f″, f‴]` from `derivative::<U3>`.
 fn d3(f: impl Fn(Tracer) -> Tracer, x: f64) -> [f64; 4] {
-    let d = derivative::<U3, _>(f, x).expect("derivative::<U3>");
+    let d = derivative::<U3, _, _>(f, x).expect("derivative::<U3>");
     [d[0], d[1], d[2], d[3]]
 }
 
@@ -1023,7 +1023,7 @@ fn infinite_derivatives_at_edges() {
         ),
     ];
     for (name, f, fd, x, want) in cases {
-        let d = derivative::<U1, _>(f, x).unwrap();
+        let d = derivative::<U1, _, _>(f, x).unwrap();
         assert_eq!(d[1], want, "{name}′({x:?}) = {}", d[1]);
         let dual = fd(Dual64::new(x, 1.0));
         assert_eq!(dual.re.to_bits(), d[0].to_bits(), "{name}({x:?}) on Dual64");
@@ -1060,7 +1060,7 @@ fn nonsmooth_conventions() {
         }
     }
     // Along a line through a tie: slopes 1 and 3 average to 2.
-    let d = derivative::<U1, _>(|t| (t + 1.0).max(t * 3.0 + 1.0), 0.0).unwrap();
+    let d = derivative::<U1, _, _>(|t| (t + 1.0).max(t * 3.0 + 1.0), 0.0).unwrap();
     assert_eq!(d[1], 2.0);
     // clamp(x, lo, hi) and its gradient wrt (x, lo, hi).
     for (x, want) in [

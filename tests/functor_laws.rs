@@ -624,7 +624,7 @@ fn forward_powers_match_dual3_and_reverse() {
                 .eval(&[x])
                 .map_err(fail)?;
             let jet =
-                optic_ad::derivative::<U3, _>(|t| p.eval(&[t]).unwrap()[0], x).map_err(fail)?;
+                optic_ad::derivative::<U3, _, _>(|t| p.eval(&[t]).unwrap()[0], x).map_err(fail)?;
             let mut q = p.clone();
             for k in 1..=3usize {
                 q = optic_ad::functor::forward(&q);

@@ -311,7 +311,7 @@ fn fuzz_drivers() {
         let _ = jacobian(gv, &x);
         let x0 = x.first().copied().unwrap_or(0.3);
         let s = |t: Tracer| f.eval(&[t]);
-        let _ = derivative::<U3, _>(s, x0);
+        let _ = derivative::<U3, _, _>(s, x0);
         if let Ok(mut d) = Derivatives::<U2, _>::new(s, x0) {
             for &p in &v {
                 let _ = d.eval(p);
@@ -442,7 +442,7 @@ fn fuzz_user_rules() {
         let results = [
             gradient(g, &x).err(),
             hvp(g, &x, &x).err(),
-            derivative::<U2, _>(|t| t.apply_rule(&r), x.first().copied().unwrap_or(0.2)).err(),
+            derivative::<U2, _, _>(|t| t.apply_rule(&r), x.first().copied().unwrap_or(0.2)).err(),
         ];
         for e in results.into_iter().flatten() {
             if !sound {

@@ -139,7 +139,7 @@ fn closure_count_is_two_to_the_n_minus_one() {
 #[test]
 fn third_derivative_of_sin_exp_matches_closed_form() {
     for &x in &[-2.0, -0.3, 0.0, 0.7, 1.9, 3.5_f64] {
-        let d = derivative::<U3, _>(|t| t.sin() * t.exp(), x).unwrap();
+        let d = derivative::<U3, _, _>(|t| t.sin() * t.exp(), x).unwrap();
         let (s, c, e) = (x.sin(), x.cos(), x.exp());
         let want = [e * s, e * (s + c), 2.0 * e * c, 2.0 * e * (c - s)];
         for (k, (&got, w)) in d.iter().zip(want).enumerate() {
@@ -153,7 +153,7 @@ fn third_derivative_of_sin_exp_matches_closed_form() {
 #[test]
 fn sixth_order_derivatives_of_sin() {
     let x = 0.9_f64;
-    let d = derivative::<U6, _>(|t| t.sin(), x).unwrap();
+    let d = derivative::<U6, _, _>(|t| t.sin(), x).unwrap();
     let cycle = [x.sin(), x.cos(), -x.sin(), -x.cos()];
     for (k, &got) in d.iter().enumerate() {
         assert_relative_eq!(got, cycle[k % 4], epsilon = 1e-12, max_relative = 1e-12);
@@ -173,9 +173,9 @@ fn each_order_matches_finite_differences_of_the_order_below() {
     }
     let h = 1e-4;
     for &x in &[-1.3, -0.2, 0.5, 1.7_f64] {
-        let d0 = derivative::<U4, _>(f, x).unwrap();
-        let dp = derivative::<U4, _>(f, x + h).unwrap();
-        let dm = derivative::<U4, _>(f, x - h).unwrap();
+        let d0 = derivative::<U4, _, _>(f, x).unwrap();
+        let dp = derivative::<U4, _, _>(f, x + h).unwrap();
+        let dm = derivative::<U4, _, _>(f, x - h).unwrap();
         assert_relative_eq!(d0[0], f(x), max_relative = 1e-14);
         for n in 1..=4 {
             let fd = (dp[n - 1] - dm[n - 1]) / (2.0 * h);

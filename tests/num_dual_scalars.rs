@@ -11,7 +11,7 @@ fn rel(a: f64, b: f64) -> f64 {
 }
 
 fn d3(f: impl Fn(Tracer) -> Tracer, x: f64) -> [f64; 4] {
-    let d = derivative::<U3, _>(f, x).expect("derivative::<U3>");
+    let d = derivative::<U3, _, _>(f, x).expect("derivative::<U3>");
     [d[0], d[1], d[2], d[3]]
 }
 
@@ -53,7 +53,7 @@ fn issue_6_powi_negative_at_zero_dual64() {
     let d = <Dual64 as Real>::powi(Dual64::new(0.0, 1.0), -1);
     assert_eq!(d.re, f64::INFINITY, "{d:?}");
     assert_eq!(<f64 as Real>::powi(0.0, -1), f64::INFINITY);
-    let t = derivative::<U1, _>(|t| t.powi(-1), 0.0).unwrap();
+    let t = derivative::<U1, _, _>(|t| t.powi(-1), 0.0).unwrap();
     assert_eq!(t[0], f64::INFINITY);
     assert_eq!(d.eps, t[1], "{d:?} vs derivative::<U1> {t:?}");
     assert_eq!(d.eps, f64::NEG_INFINITY);

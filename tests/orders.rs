@@ -40,7 +40,7 @@ fn issue_6_closure_count_at_the_limit() {
 /// Orders below the limit still work.
 #[test]
 fn low_orders_work() {
-    let d = derivative::<U2, _>(|x| x.sin(), 0.3).unwrap();
+    let d = derivative::<U2, _, _>(|x| x.sin(), 0.3).unwrap();
     assert!((d[2] + 0.3f64.sin()).abs() < 1e-15);
 }
 

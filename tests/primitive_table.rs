@@ -114,7 +114,7 @@ fn taylor_mode_agrees_with_nested_reverse_and_dual3() {
                     .collect();
                 let what = format!("{prim} (param {param}) at {x:?}");
                 let want = nested(prim, param, &x, &u, 8);
-                let got = derivative::<U8, _>(|t: Tracer| along(prim, param, &x, &u, t), 0.0)
+                let got = derivative::<U8, _, _>(|t: Tracer| along(prim, param, &x, &u, t), 0.0)
                     .unwrap_or_else(|e| panic!("{what}: {e}"));
                 let scale = want.iter().fold(1.0_f64, |m, v| m.max(v.abs()));
                 for k in 0..=8 {
@@ -183,7 +183,7 @@ fn every_primitive_conforms() {
             assert!(close(d[1], fd1, 1e-7), "{what}: f′ {} vs {fd1}", d[1]);
             let h = 2e-5;
             let d2 = |t: f64| {
-                derivative::<U2, _>(|s: Tracer| along(prim, param, &x, &u, s), t).unwrap()[2]
+                derivative::<U2, _, _>(|s: Tracer| along(prim, param, &x, &u, s), t).unwrap()[2]
             };
             let fd3 = (d2(h) - d2(-h)) / (2.0 * h);
             assert!(close(d[3], fd3, 1e-7), "{what}: f‴ {} vs {fd3}", d[3]);

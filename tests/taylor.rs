@@ -115,7 +115,7 @@ fn benchmark_functions_match_nested_reverse_to_order_8() {
         for &x in &[-1.3, 0.0, 0.4, 2.2] {
             let p = trace(|t| vec![f(t[0])], &[x]).unwrap();
             let want = nested_derivatives(&p, 8).unwrap().eval(&[x]).unwrap();
-            let got = derivative::<U8, _>(f, x).unwrap();
+            let got = derivative::<U8, _, _>(f, x).unwrap();
             let scale = common::scale_of(&want);
             for k in 0..=8 {
                 assert!(
@@ -138,12 +138,12 @@ fn benchmark_functions_match_nested_reverse_to_order_8() {
 fn high_orders_match_closed_forms() {
     use std::f64::consts::FRAC_PI_2;
     let x = 0.3_f64;
-    let d = derivative::<U50, _>(|t| t.sin(), x).unwrap();
+    let d = derivative::<U50, _, _>(|t| t.sin(), x).unwrap();
     for (k, dk) in d.iter().enumerate() {
         let want = (x + k as f64 * FRAC_PI_2).sin();
         assert!((dk - want).abs() <= 1e-12, "sin order {k}: {dk} vs {want}");
     }
-    let d = derivative::<U50, _>(|t| t.exp() * t.sin(), x).unwrap();
+    let d = derivative::<U50, _, _>(|t| t.exp() * t.sin(), x).unwrap();
     for (k, dk) in d.iter().enumerate() {
         let want = 2f64.powf(k as f64 / 2.0) * x.exp() * (x + k as f64 * FRAC_PI_2 / 2.0).sin();
         // The jet of the product is a convolution whose terms cancel: their
@@ -155,7 +155,7 @@ fn high_orders_match_closed_forms() {
             "eˣ sin x order {k}: {dk} vs {want}"
         );
     }
-    let d = derivative::<U50, _>(|t| (Tracer::cst(1.0) - t).recip(), x).unwrap();
+    let d = derivative::<U50, _, _>(|t| (Tracer::cst(1.0) - t).recip(), x).unwrap();
     let mut fact = 1.0;
     for (k, dk) in d.iter().enumerate() {
         if k > 0 {
@@ -167,7 +167,7 @@ fn high_orders_match_closed_forms() {
             "1/(1−x) order {k}: {dk} vs {want}"
         );
     }
-    let d = derivative::<U50, _>(|t| t.ln_1p(), x).unwrap();
+    let d = derivative::<U50, _, _>(|t| t.ln_1p(), x).unwrap();
     let mut fact = 1.0; // (k − 1)!
     for (k, dk) in d.iter().enumerate().skip(1) {
         if k > 1 {
@@ -322,12 +322,12 @@ fn directional_taylor_matches_univariate_and_dual3() {
     }
     let x = [1.3, 0.7, -0.4];
     let v = [0.2, -0.5, 1.1];
-    let got = taylor::<U6, _>(f, &x, &v).unwrap();
+    let got = taylor::<U6, _, _>(f, &x, &v).unwrap();
     let along = |t: Tracer| {
         let a: Vec<Tracer> = x.iter().zip(&v).map(|(&xi, &vi)| t * vi + xi).collect();
         f(&a)
     };
-    let want = derivative::<U6, _>(along, 0.0).unwrap();
+    let want = derivative::<U6, _, _>(along, 0.0).unwrap();
     for k in 0..=6 {
         assert_relative_eq!(got[k], want[k], max_relative = 1e-13, epsilon = 1e-14);
     }
@@ -448,14 +448,14 @@ fn user_rules_in_taylor_mode() {
     let sp = softplus();
     for &x in &[-3.0, -0.2, 0.0, 0.7, 4.0] {
         let f = |t: Tracer| (t * 0.5 + t * t * 0.3).apply_rule(sp);
-        let got = derivative::<U8, _>(f, x).unwrap();
+        let got = derivative::<U8, _, _>(f, x).unwrap();
         let p = trace(|t| vec![f(t[0])], &[x]).unwrap();
         let want = nested_derivatives(&p, 8).unwrap().eval(&[x]).unwrap();
         // Against the same composite with softplus written out, in the form
         // whose jets do not cancel: ln(1 + eᵘ) for u ≤ 0 and
         // u + ln(1 + e⁻ᵘ) above (ln(1 + eᵘ) at u = 6.8 loses seven digits
         // at order 8 to the cancellation of e⁶·⁸-sized coefficients).
-        let plain = derivative::<U8, _>(
+        let plain = derivative::<U8, _, _>(
             |t: Tracer| {
                 let u = t * 0.5 + t * t * 0.3;
                 if u > 0.0 {
@@ -492,12 +492,12 @@ fn user_rules_in_taylor_mode() {
 
     let cube = CustomRule::new(Cube);
     let before = CUBE_TAYLOR_CALLS.load(Ordering::Relaxed);
-    let got = derivative::<U6, _>(|t: Tracer| t.sin().apply_rule(&cube), 0.4).unwrap();
+    let got = derivative::<U6, _, _>(|t: Tracer| t.sin().apply_rule(&cube), 0.4).unwrap();
     assert!(
         CUBE_TAYLOR_CALLS.load(Ordering::Relaxed) > before,
         "own Taylor rule used"
     );
-    let want = derivative::<U6, _>(|t: Tracer| t.sin().powi(3), 0.4).unwrap();
+    let want = derivative::<U6, _, _>(|t: Tracer| t.sin().powi(3), 0.4).unwrap();
     for k in 0..=6 {
         assert_relative_eq!(got[k], want[k], max_relative = 1e-13, epsilon = 1e-14);
     }
@@ -506,8 +506,8 @@ fn user_rules_in_taylor_mode() {
     let f = |a: &[Tracer]| Real::apply_rule_n(&xey, &[a[0].sin(), a[1] * a[0]]);
     let plain = |a: &[Tracer]| a[0].sin() * (a[1] * a[0]).exp();
     let (x, v) = ([0.3, -0.8], [1.0, 0.6]);
-    let got = taylor::<U6, _>(f, &x, &v).unwrap();
-    let want = taylor::<U6, _>(plain, &x, &v).unwrap();
+    let got = taylor::<U6, _, _>(f, &x, &v).unwrap();
+    let want = taylor::<U6, _, _>(plain, &x, &v).unwrap();
     for k in 0..=6 {
         assert_relative_eq!(got[k], want[k], max_relative = 1e-12, epsilon = 1e-14);
     }
@@ -568,11 +568,11 @@ fn taylor_errors() {
     ));
     let f = |a: &[Tracer]| a[0] * a[1];
     assert!(matches!(
-        taylor::<U3, _>(f, &[1.0, 2.0], &[1.0]),
+        taylor::<U3, _, _>(f, &[1.0, 2.0], &[1.0]),
         Err(Error::LengthMismatch { .. })
     ));
     assert!(matches!(
-        taylor::<U3, _>(f, &[], &[]),
+        taylor::<U3, f64, _>(f, &[], &[]),
         Err(Error::EmptyInput(_))
     ));
     assert!(matches!(
@@ -584,7 +584,7 @@ fn taylor_errors() {
     let mut y = [0.0];
     t0.eval(&[0.5, 3.0], &mut y).unwrap();
     assert_eq!(y[0], 0.5f64.sin() * 3.0);
-    let d = derivative::<typenum::U0, _>(|t| t.cos(), 0.5).unwrap();
+    let d = derivative::<typenum::U0, _, _>(|t| t.cos(), 0.5).unwrap();
     assert_eq!(d[0], 0.5f64.cos());
 }
 
@@ -634,7 +634,7 @@ fn taylor_never_panics_and_keeps_the_primal() {
 /// The order bound: `derivative::<N>` compiles to 170 and runs at 100.
 #[test]
 fn order_one_hundred() {
-    let d = derivative::<typenum::U100, _>(|t| t.exp(), 0.25).unwrap();
+    let d = derivative::<typenum::U100, _, _>(|t| t.exp(), 0.25).unwrap();
     for dk in d.iter() {
         assert_relative_eq!(*dk, 0.25f64.exp(), max_relative = 1e-12);
     }

@@ -294,10 +294,10 @@ struct Outcome {
 /// `order` (20 or 30).
 fn coefficients(r: &Row, order: usize) -> Vec<f64> {
     let d: Vec<f64> = match order {
-        20 => derivative::<U20, _>(|t| function(&r.id, t), r.x0)
+        20 => derivative::<U20, _, _>(|t| function(&r.id, t), r.x0)
             .unwrap()
             .to_vec(),
-        30 => derivative::<U30, _>(|t| function(&r.id, t), r.x0)
+        30 => derivative::<U30, _, _>(|t| function(&r.id, t), r.x0)
             .unwrap()
             .to_vec(),
         _ => unreachable!("order 20 or 30"),

@@ -80,7 +80,7 @@ fn issue_6_pullback_misuse_is_an_error_in_every_driver() {
         let r = catch_unwind(AssertUnwindSafe(|| hvp(f, &[0.5, 2.0], &[1.0, 0.0])));
         expect_bad_rule(&format!("{m:?} hvp"), r);
         let r = catch_unwind(AssertUnwindSafe(|| {
-            derivative::<U2, _>(|t| t.apply_rule(&rule), 0.5)
+            derivative::<U2, _, _>(|t| t.apply_rule(&rule), 0.5)
         }));
         expect_bad_rule(&format!("{m:?} derivative"), r);
         let r = catch_unwind(AssertUnwindSafe(|| optic_ad::Hvp::new(f, &[0.5, 2.0])));
@@ -175,6 +175,6 @@ fn sound_rule_is_unaffected() {
         }
     }
     let rule = CustomRule::new(Square);
-    let d = derivative::<U2, _>(|t| t.apply_rule(&rule), 3.0).unwrap();
+    let d = derivative::<U2, _, _>(|t| t.apply_rule(&rule), 3.0).unwrap();
     assert_eq!(d.as_slice(), &[9.0, 6.0, 2.0]);
 }

@@ -22,9 +22,10 @@ use crate::program::{Seed, Stage, Staged};
 /// `[y, r₁…r_K, d̄_K … d̄₁, x̄]`. Closure `k` takes `d_k` and returns `r_k`,
 /// and `r_k` depends only on `x` and `d₁ … d_k`.
 ///
-/// Shapes: for `p : ℝⁿ → ℝᵐ` the widths alternate: `d₁` has `m` entries and
-/// `r₁` has `n`; closure `k`'s input has the width of the output of closure
-/// `k − 1`'s partner, as the blocks record ([`Program::input_blocks`]).
+/// Shapes: for `p : ℝⁿ → ℝᵐ` the widths alternate: `d_k` has `m` entries
+/// for odd `k` and `n` for even `k`, and `r_k` the other (the book's
+/// chapter "Architecture"), as the blocks record
+/// ([`Program::input_blocks`], [`Program::output_blocks`]).
 ///
 /// # Errors
 ///
@@ -68,14 +69,14 @@ pub fn nest(p: &Program, order: usize) -> Result<Program> {
 ///
 /// # Errors
 ///
-/// [`Error::Layout`] unless `p` has one input and one output.
+/// [`Error::NotUnivariate`] unless `p` has one input and one output.
 pub(crate) fn derivative_program(p: &Program, k: usize) -> Result<Program> {
     if p.n_inputs != 1 || p.outputs.len() != 1 {
-        return Err(Error::Layout(format!(
-            "derivative: needs a scalar function of one variable, got {} inputs and {} outputs",
-            p.n_inputs,
-            p.outputs.len()
-        )));
+        return Err(Error::NotUnivariate {
+            what: "derivative",
+            inputs: p.n_inputs,
+            outputs: p.outputs.len(),
+        });
     }
     if k == 0 {
         return Ok(p.flatten_blocks());
@@ -121,14 +122,15 @@ pub(crate) fn derivatives_program(p: &Program, order: usize) -> Result<Program> 
 /// builder, so common work is computed once. Structural zeros come out as
 /// `+0.0`.
 ///
-/// This is the card's construction, kept as the independent check of
-/// Taylor mode ([`crate::derivative`] and [`crate::Derivatives`] use
+/// The encoding is stated in full in the book's chapter "Architecture".
+/// This construction is kept as the independent check of Taylor mode
+/// ([`crate::derivative`] and [`crate::Derivatives`] use
 /// [`super::TaylorProgram`]): its size grows like `2ᴺ` before the passes
 /// prune it, so orders up to about 8 are practical.
 ///
 /// # Errors
 ///
-/// [`Error::Layout`] unless `p` has one input and one output;
+/// [`Error::NotUnivariate`] unless `p` has one input and one output;
 /// [`Error::OrderTooHigh`] above [`MAX_ORDER`];
 /// [`Error::ProgramTooLarge`] where a nesting level would pass
 /// [`MAX_NESTED_LEN`].

@@ -1,5 +1,5 @@
 //! The handle of a user-defined primitive (the `rrule` of K. Fischer,
-//! "∂P.jl terminology and notation guide", §VII.C, Snippets 18–20).
+//! "∂P.jl terminology and notation guide", §VII.B, Snippets 18–20).
 //!
 //! The handle belongs to the IR: an [`Op::Custom`](super::Op::Custom) names
 //! a rule of its program's table. What the functors derive from a rule (its
@@ -111,7 +111,7 @@ pub trait Rule: Send + Sync + 'static {
 ///     }
 /// }
 /// let cube = CustomRule::new(Cube);
-/// let d = derivative::<U2, _>(|x| x.apply_rule(&cube), 2.0).unwrap();
+/// let d = derivative::<U2, _, _>(|x| x.apply_rule(&cube), 2.0).unwrap();
 /// assert_relative_eq!(d[1], 12.0); // 3x²
 /// assert_relative_eq!(d[2], 12.0); // 6x
 /// ```

@@ -4,7 +4,7 @@ use rustc_hash::FxHashMap;
 use std::cmp::Ordering;
 
 use super::custom::CustomRule;
-use crate::error::Error;
+use crate::error::{Error, Malformation};
 use crate::rules::Prim;
 
 /// An SSA value: the result of the instruction at this index of a
@@ -353,11 +353,11 @@ impl Program {
     ///
     /// # Errors
     ///
-    /// [`Error::Layout`] describing the first problem found;
+    /// [`Error::Malformed`] describing the first problem found;
     /// [`Error::MissingRule`] for a user rule the program does not carry
     /// (user rules are not serialised).
     ///
-    /// [`Error::Layout`]: crate::Error::Layout
+    /// [`Error::Malformed`]: crate::Error::Malformed
     /// [`Error::MissingRule`]: crate::Error::MissingRule
     ///
     /// # Example
@@ -373,10 +373,10 @@ impl Program {
         // Every input is an instruction, so a larger count is bad data:
         // checked before anything of that size is allocated.
         if self.n_inputs > n {
-            return Err(Error::Layout(format!(
-                "{} inputs but only {n} instructions",
-                self.n_inputs
-            )));
+            return Err(Error::Malformed(Malformation::TooManyInputs {
+                inputs: self.n_inputs,
+                instructions: n,
+            }));
         }
         let mut seen = vec![false; self.n_inputs];
         for (i, op) in self.ops.iter().enumerate() {
@@ -384,55 +384,55 @@ impl Program {
                 Op::Input(k) => match seen.get_mut(k as usize) {
                     Some(s) if !*s => *s = true,
                     _ => {
-                        return Err(Error::Layout(format!(
-                            "instruction {i}: bad or repeated input {k}"
-                        )))
+                        return Err(Error::Malformed(Malformation::BadInput {
+                            instruction: i,
+                            input: k as usize,
+                        }))
                     }
                 },
                 Op::Const(_) => {}
                 Op::Apply { prim, args, .. } => {
                     if args.len() != prim.arity() {
-                        return Err(Error::Layout(format!(
-                            "instruction {i}: {prim} takes {} operands, got {}",
-                            prim.arity(),
-                            args.len()
-                        )));
+                        return Err(Error::Malformed(Malformation::Arity {
+                            instruction: i,
+                            expected: prim.arity(),
+                            got: args.len(),
+                        }));
                     }
                 }
                 Op::Custom { rule, args } => match self.rules.get(rule as usize) {
                     None => return Err(Error::MissingRule(rule as usize)),
                     Some(r) if r.arity() != args.len() => {
-                        return Err(Error::Layout(format!(
-                            "instruction {i}: rule {} takes {} operands, got {}",
-                            r.name(),
-                            r.arity(),
-                            args.len()
-                        )))
+                        return Err(Error::Malformed(Malformation::Arity {
+                            instruction: i,
+                            expected: r.arity(),
+                            got: args.len(),
+                        }))
                     }
                     Some(_) => {}
                 },
             }
             if op.operands().iter().any(|o| o.index() >= i) {
-                return Err(Error::Layout(format!("instruction {i} uses a later value")));
+                return Err(Error::Malformed(Malformation::LaterValue {
+                    instruction: i,
+                }));
             }
         }
         if seen.iter().any(|s| !s) {
-            return Err(Error::Layout("an input has no instruction".into()));
+            return Err(Error::Malformed(Malformation::MissingInput));
         }
         let refs = self
             .outputs
             .iter()
             .chain(self.guards.iter().flat_map(|g| [&g.a, &g.b]));
         if refs.into_iter().any(|v| v.index() >= n) {
-            return Err(Error::Layout(
-                "an output or guard refers past the end".into(),
-            ));
+            return Err(Error::Malformed(Malformation::DanglingReference));
         }
         let sum = |w: &[usize]| w.iter().try_fold(0usize, |acc, &x| acc.checked_add(x));
         if sum(&self.input_blocks) != Some(self.n_inputs)
             || sum(&self.output_blocks) != Some(self.outputs.len())
         {
-            return Err(Error::Layout("blocks do not add up".into()));
+            return Err(Error::Malformed(Malformation::Blocks));
         }
         Ok(())
     }
@@ -861,7 +861,7 @@ impl Builder {
     ///
     /// # Errors
     ///
-    /// [`crate::Error::Layout`] if the program is not well formed: an
+    /// [`crate::Error::Malformed`] if the program is not well formed: an
     /// output or operand that is not a value of this builder, an input
     /// pushed as [`Op::Input`] instead of declared with [`Builder::input`],
     /// or a primitive or rule given the wrong number of operands;

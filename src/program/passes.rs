@@ -88,8 +88,8 @@ impl Program {
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] if `fixed` does not have one entry per
-    /// input; [`Error::Layout`] if `keep` names an output that does not
-    /// exist.
+    /// input; [`Error::IndexOutOfRange`] if `keep` names an output that
+    /// does not exist.
     ///
     /// # Example
     ///
@@ -120,10 +120,11 @@ impl Program {
             });
         }
         if let Some(&bad) = keep.iter().find(|&&k| k >= self.outputs.len()) {
-            return Err(Error::Layout(format!(
-                "specialize: output {bad} of {}",
-                self.outputs.len()
-            )));
+            return Err(Error::IndexOutOfRange {
+                what: "specialize: output",
+                index: bad,
+                len: self.outputs.len(),
+            });
         }
         if fixed.iter().all(|f| *f == Seed::Free) {
             // Nothing to fold: select the outputs and prune, without
@@ -153,8 +154,8 @@ impl Program {
     ///
     /// # Errors
     ///
-    /// [`Error::Layout`] if either argument is not a permutation of the
-    /// block indices.
+    /// [`Error::NotAPermutation`] if either argument is not a permutation
+    /// of the block indices.
     ///
     /// # Example
     ///
@@ -175,10 +176,17 @@ impl Program {
                 && p.iter()
                     .all(|&i| i < n && !std::mem::replace(&mut seen[i], true))
         }
-        if !is_perm(input_perm, self.input_blocks.len())
-            || !is_perm(output_perm, self.output_blocks.len())
-        {
-            return Err(Error::Layout("permute_blocks: not a permutation".into()));
+        if !is_perm(input_perm, self.input_blocks.len()) {
+            return Err(Error::NotAPermutation {
+                what: "permute_blocks: input_perm",
+                len: self.input_blocks.len(),
+            });
+        }
+        if !is_perm(output_perm, self.output_blocks.len()) {
+            return Err(Error::NotAPermutation {
+                what: "permute_blocks: output_perm",
+                len: self.output_blocks.len(),
+            });
         }
         let starts = |w: &[usize]| -> Vec<usize> {
             w.iter()

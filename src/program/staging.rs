@@ -6,6 +6,7 @@
 
 use super::{Builder, Op, Program, Var, Workspace};
 use crate::error::{Error, Result};
+use crate::real::Real;
 
 /// One stage of a staged program: a program whose inputs are
 /// `[residual in…, this stage's own inputs…]` and whose outputs are
@@ -36,7 +37,9 @@ pub struct Stage {
 ///
 /// # Errors
 ///
-/// [`Error::Layout`] if the stage lists do not match the blocks;
+/// [`Error::LengthMismatch`] unless there is one stage per input block
+/// and one per output block; [`Error::IndexOutOfRange`] for a stage not
+/// below `n_stages`;
 /// [`Error::NotCausal`] if an output depends on an input of a later stage.
 ///
 /// # Example
@@ -69,20 +72,35 @@ pub fn split_stages(
     n_stages: usize,
 ) -> Result<Vec<Stage>> {
     if input_stage.len() != p.input_blocks.len() || output_stage.len() != p.output_blocks.len() {
-        return Err(Error::Layout(format!(
-            "split_stages: {} input and {} output stages for {} and {} blocks",
-            input_stage.len(),
-            output_stage.len(),
-            p.input_blocks.len(),
-            p.output_blocks.len()
-        )));
+        let (what, expected, got) = if input_stage.len() != p.input_blocks.len() {
+            (
+                "split_stages: input stages",
+                p.input_blocks.len(),
+                input_stage.len(),
+            )
+        } else {
+            (
+                "split_stages: output stages",
+                p.output_blocks.len(),
+                output_stage.len(),
+            )
+        };
+        return Err(Error::LengthMismatch {
+            what,
+            expected,
+            got,
+        });
     }
-    if input_stage
+    if let Some(&bad) = input_stage
         .iter()
         .chain(output_stage)
-        .any(|&s| s >= n_stages)
+        .find(|&&s| s >= n_stages)
     {
-        return Err(Error::Layout("split_stages: stage out of range".into()));
+        return Err(Error::IndexOutOfRange {
+            what: "split_stages: stage",
+            index: bad,
+            len: n_stages,
+        });
     }
     let scalar_stage = |blocks: &[usize], stages: &[usize]| -> (Vec<usize>, Vec<usize>) {
         let mut s = Vec::new();
@@ -351,23 +369,24 @@ impl Staged {
     }
 
     fn stage(&self, k: usize) -> Result<&Stage> {
-        self.stages.get(k).ok_or(Error::LengthMismatch {
-            what: "stage index",
-            expected: self.stages.len(),
-            got: k,
+        self.stages.get(k).ok_or(Error::IndexOutOfRange {
+            what: "stage",
+            index: k,
+            len: self.stages.len(),
         })
     }
 
     /// Runs stage `k` on the residual handed on by stage `k − 1` and its
     /// own inputs `own`; returns its own outputs and the residual it hands
-    /// on.
+    /// on. Any [`Real`] scalar: `f64`, or tracers to run the stage inside
+    /// another trace.
     ///
     /// # Errors
     ///
-    /// [`Error::LengthMismatch`] for a stage that does not exist or
-    /// inputs of the wrong lengths; [`Error::GuardFailed`] where a traced
-    /// branch no longer holds.
-    pub fn run(&self, k: usize, residual: &[f64], own: &[f64]) -> Result<(Vec<f64>, Vec<f64>)> {
+    /// [`Error::IndexOutOfRange`] for a stage that does not exist;
+    /// [`Error::LengthMismatch`] for inputs of the wrong lengths;
+    /// [`Error::GuardFailed`] where a traced branch no longer holds.
+    pub fn run<T: Real>(&self, k: usize, residual: &[T], own: &[T]) -> Result<(Vec<T>, Vec<T>)> {
         let stage = self.stage(k)?;
         check("stage residual", stage.residual_in, residual.len())?;
         check("stage input", stage.own_inputs, own.len())?;

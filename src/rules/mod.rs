@@ -13,7 +13,7 @@
 //!
 //! Pullbacks are written against the [`Builder`], so the pullback of a rule
 //! is itself a program that ∂⃖ can differentiate again: rules nest to any
-//! order (K. Fischer, "∂P.jl terminology and notation guide", §VII.C on
+//! order (K. Fischer, "∂P.jl terminology and notation guide", §VII.B, Snippets 18–20, on
 //! rrule-based primitives). Cotangent contributions are `Option<Var>`, with
 //! `None` a structural zero (the `Zero` of the ChainRules design notes).
 //! User-defined primitives ([`CustomRule`]) go through the same path.
