@@ -48,7 +48,7 @@ use std::process::ExitCode;
 
 use faer::linalg::solvers::Solve;
 use faer::{Col, Side};
-use model::{load_wdbc, newton_cg, objective, Dataset, NewtonOptions};
+use model::{load_wdbc, newton_cg, objective, sci, Dataset, NewtonOptions};
 use optic_ad::{faer_interop, Hvp, Tracer};
 
 /// One iterate of the dense Newton method.
@@ -255,20 +255,6 @@ pub fn run(
 /// The data file of the main job.
 pub fn default_data() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/data/wdbc.csv")
-}
-
-/// `v` in scientific notation with `digits` after the point and a signed
-/// two-digit exponent (`2.35e-01`), as the main job prints, so that the
-/// columns line up.
-fn sci(v: f64, digits: usize) -> String {
-    let s = format!("{v:.digits$e}");
-    match s.split_once('e') {
-        Some((m, e)) => {
-            let (sign, d) = e.strip_prefix('-').map_or(("+", e), |d| ("-", d));
-            format!("{m}e{sign}{d:0>2}")
-        }
-        None => s,
-    }
 }
 
 fn main() -> ExitCode {

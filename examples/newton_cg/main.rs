@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use model::{load_wdbc, newton_cg, NewtonOptions, FEATURE_NAMES};
+use model::{load_wdbc, newton_cg, sci, NewtonOptions, FEATURE_NAMES};
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
@@ -106,20 +106,6 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
         fit.setup_time.as_secs_f64() * 1e3
     );
     Ok(())
-}
-
-/// `v` in scientific notation with `digits` after the point and a signed
-/// two-digit exponent (`-3.63e-01`, `2.15e+00`), so that a column of them
-/// lines up.
-fn sci(v: f64, digits: usize) -> String {
-    let s = format!("{v:.digits$e}");
-    match s.split_once('e') {
-        Some((m, e)) => {
-            let (sign, d) = e.strip_prefix('-').map_or(("+", e), |d| ("-", d));
-            format!("{m}e{sign}{d:0>2}")
-        }
-        None => s,
-    }
 }
 
 fn main() -> ExitCode {

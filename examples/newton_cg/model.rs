@@ -709,3 +709,17 @@ pub fn newton_cg(
         k += 1;
     }
 }
+
+/// `v` in scientific notation with `digits` after the point and a signed
+/// two-digit exponent (`-3.63e-01`, `2.15e+00`), so that a column of them
+/// lines up: the number format of the main job and of `dense_newton`.
+pub fn sci(v: f64, digits: usize) -> String {
+    let s = format!("{v:.digits$e}");
+    match s.split_once('e') {
+        Some((m, e)) => {
+            let (sign, d) = e.strip_prefix('-').map_or(("+", e), |d| ("-", d));
+            format!("{m}e{sign}{d:0>2}")
+        }
+        None => s,
+    }
+}
