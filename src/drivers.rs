@@ -27,7 +27,7 @@ use crate::error::{Error, Result};
 use crate::functor::nested::nest;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
 use crate::program::trace::{trace_captured, Traced, Tracer};
-use crate::program::{Program, Seed, Workspace};
+use crate::program::{Program, Registers, Seed, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
 use crate::real::Real;
 
@@ -1131,7 +1131,7 @@ pub struct Gradient<F> {
     f: F,
     n: usize,
     program: Program,
-    ws: Workspace<f64>,
+    regs: Registers,
     out: Vec<f64>,
 }
 
@@ -1162,7 +1162,7 @@ where
             n: x0.len(),
             out: vec![0.0; x0.len() + 1],
             program,
-            ws: Workspace::new(),
+            regs: Registers::new(),
         })
     }
 
@@ -1228,11 +1228,11 @@ where
     pub fn eval(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
         check_len("Gradient: x", self.n, x.len())?;
         check_len("Gradient: grad", self.n, grad.len())?;
-        let (f, ws, out) = (&self.f, &mut self.ws, &mut self.out);
+        let (f, regs, out) = (&self.f, &mut self.regs, &mut self.out);
         run_or_retrace(
             &mut self.program,
             || Self::build(f, x),
-            |p| p.eval_with(ws, x, out),
+            |p| p.eval_f64(regs, x, out),
         )?;
         grad.copy_from_slice(&self.out[1..]);
         Ok(self.out[0])

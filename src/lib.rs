@@ -94,8 +94,8 @@ pub use drivers::{
 pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
 pub use program::{
-    split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Staged, StagedWorkspace, Tracer,
-    Var, Workspace, MAX_ARITY,
+    split_stages, trace, Args, Builder, Guard, Op, Program, Registers, Stage, Staged,
+    StagedWorkspace, Tracer, Var, Workspace, MAX_ARITY,
 };
 pub use real::Real;
 pub use rules::{CustomRule, Prim, Rule, ScalarRule};

@@ -306,6 +306,9 @@ pub struct Program {
     /// The compact form the interpreter runs, built on first evaluation.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) lowered: super::eval::LoweredCache,
+    /// The register code of the lowered `f64` evaluator, built on first use.
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) registers: super::registers::RegisterCache,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }
@@ -335,6 +338,7 @@ impl TryFrom<ProgramData> for Program {
             rules: Vec::new(),
             defect: None,
             lowered: Default::default(),
+            registers: Default::default(),
             input_blocks: d.input_blocks,
             output_blocks: d.output_blocks,
         };
@@ -903,6 +907,7 @@ impl Builder {
             rules: self.rules,
             defect: self.defect,
             lowered: Default::default(),
+            registers: Default::default(),
             input_blocks,
             output_blocks,
         }

@@ -6,11 +6,13 @@ pub(crate) mod eval;
 mod fmt;
 pub(crate) mod ir;
 mod passes;
+pub(crate) mod registers;
 pub(crate) mod staging;
 pub(crate) mod trace;
 
 pub use eval::Workspace;
 pub use ir::{Args, Builder, Guard, Op, Program, Var, MAX_ARITY};
 pub(crate) use passes::Seed;
+pub use registers::Registers;
 pub use staging::{split_stages, Stage, Staged, StagedWorkspace};
 pub use trace::{trace, Tracer};

@@ -4,7 +4,7 @@
 //! stage boundary are the residuals (K. Fischer, "∂P.jl terminology and
 //! notation guide", §I).
 
-use super::{Builder, Op, Program, Var, Workspace};
+use super::{Builder, Op, Program, Registers, Var};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -289,8 +289,10 @@ fn local_of(b: &mut Builder, p: &Program, local: &mut [Option<Var>], v: Var) -> 
 ///
 /// [`crate::ReverseOptic`] (two stages), [`crate::Nested`] (`2ᴺ` stages)
 /// and [`crate::Hvp`] (two stages) are built on it. [`Staged::run`]
-/// allocates its results; [`Staged::run_with`] runs in a
-/// [`StagedWorkspace`] and, in steady state, does not allocate.
+/// allocates its results and runs on any [`Real`] with the interpreter;
+/// [`Staged::run_with`] runs `f64` stages with the lowered evaluator
+/// ([`Program::eval_f64`]) in a [`StagedWorkspace`] and, in steady state,
+/// does not allocate.
 ///
 /// Shapes: stage `k` takes [`Stage::residual_in`] residual values (those
 /// stage `k − 1` handed on, none for stage 0) and [`Stage::own_inputs`]
@@ -321,12 +323,13 @@ pub struct Staged {
     stages: Vec<Stage>,
 }
 
-/// Reusable buffers for running a [`Staged`] program: for each stage, an
-/// interpreter workspace, its input row `[residual in, own inputs]` and its
-/// output row `[own outputs, residual out]`.
+/// Reusable buffers for running a [`Staged`] program: for each stage, the
+/// registers of the lowered `f64` evaluator ([`Program::eval_f64`]), its
+/// input row `[residual in, own inputs]` and its output row
+/// `[own outputs, residual out]`.
 #[derive(Clone, Debug, Default)]
 pub struct StagedWorkspace {
-    ws: Vec<Workspace<f64>>,
+    ws: Vec<Registers>,
     inputs: Vec<Vec<f64>>,
     outputs: Vec<Vec<f64>>,
 }
@@ -401,7 +404,7 @@ impl Staged {
     /// Buffers sized for this program.
     pub fn workspace(&self) -> StagedWorkspace {
         StagedWorkspace {
-            ws: self.stages.iter().map(|_| Workspace::new()).collect(),
+            ws: self.stages.iter().map(|_| Registers::new()).collect(),
             inputs: self
                 .stages
                 .iter()
@@ -432,7 +435,7 @@ impl Staged {
         check("staged workspace", stage.program.n_inputs(), inputs.len())?;
         check("staged workspace", stage.program.n_outputs(), outputs.len())?;
         inputs[stage.residual_in..].copy_from_slice(own);
-        stage.program.eval_with(&mut ws.ws[k], inputs, outputs)?;
+        stage.program.eval_f64(&mut ws.ws[k], inputs, outputs)?;
         if let Some(next) = self.stages.get(k + 1) {
             let res = &ws.outputs[k][stage.own_outputs..];
             let dst = &mut ws.inputs[k + 1];

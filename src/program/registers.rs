@@ -1,0 +1,826 @@
+//! The lowered `f64` evaluator: a program compiled once to register code,
+//! the path the compiled drivers take in steady state.
+//!
+//! The interpreter ([`Program::eval_with`]) keeps one slot per instruction
+//! and runs on any [`crate::Real`]. For `f64` a program is lowered further,
+//! once, when it is first run this way:
+//!
+//! * **Registers from liveness.** A value's slot is freed after its last
+//!   use and reused by the next value (a linear scan over straight-line
+//!   SSA code, freed slots taken last-in first-out so that they are still
+//!   in cache). The working set is the program's largest number of values
+//!   alive at once, not its length.
+//! * **Constants as immediates.** `x + c`, `c − x`, `x · c`, `c / x`, … carry
+//!   `c` in the instruction; a constant that some other primitive reads is
+//!   a register loaded at the start of the run.
+//! * **Fused instructions.** A product used once, by a sum or a difference,
+//!   is computed inside it: `a·b + c`, `a·b − c`, `c − a·b`. The rounding is
+//!   that of the two separate operations (not a fused multiply-add), so the
+//!   results stay those of the interpreter, bit for bit.
+//! * **Runs of one kind.** [`Program::schedule`] orders each dependency
+//!   level by operation, so consecutive instructions often share their
+//!   kind; each such run executes in a loop specialised to that operation,
+//!   with no dispatch per instruction.
+//!
+//! Every instruction computes exactly the floating-point operation the
+//! interpreter computes, with the operands in the same order, so the two
+//! agree bit for bit on every input; the tests check this on the random
+//! programs of the property tests and on the drivers' derived programs. The
+//! one difference: where a result is NaN, its sign and payload may differ,
+//! because Rust's floating-point semantics leave them unspecified (RFC 3514)
+//! and the compiler may commute the operands of `+` and `·`.
+
+use std::sync::OnceLock;
+
+use super::ir::{Op, Program, Var};
+use crate::error::{Error, Result};
+use crate::rules::Prim;
+
+/// One register instruction. Operands and destinations are register
+/// numbers; `k` is an immediate constant.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Ins {
+    /// `dst = inputs[k]`.
+    Input { dst: u32, k: u32 },
+    /// `dst = a + b`.
+    Add { dst: u32, a: u32, b: u32 },
+    /// `dst = a − b`.
+    Sub { dst: u32, a: u32, b: u32 },
+    /// `dst = a · b`.
+    Mul { dst: u32, a: u32, b: u32 },
+    /// `dst = a / b`.
+    Div { dst: u32, a: u32, b: u32 },
+    /// `dst = −a`.
+    Neg { dst: u32, a: u32 },
+    /// `dst = a + k`.
+    AddK { dst: u32, a: u32, k: f64 },
+    /// `dst = k + a`.
+    KAdd { dst: u32, a: u32, k: f64 },
+    /// `dst = a − k`.
+    SubK { dst: u32, a: u32, k: f64 },
+    /// `dst = k − a`.
+    KSub { dst: u32, a: u32, k: f64 },
+    /// `dst = a · k`.
+    MulK { dst: u32, a: u32, k: f64 },
+    /// `dst = k · a`.
+    KMul { dst: u32, a: u32, k: f64 },
+    /// `dst = a / k`.
+    DivK { dst: u32, a: u32, k: f64 },
+    /// `dst = k / a`.
+    KDiv { dst: u32, a: u32, k: f64 },
+    /// `dst = a · b + c` (two roundings).
+    MulAdd { dst: u32, a: u32, b: u32, c: u32 },
+    /// `dst = c + a · b` (two roundings).
+    AddMul { dst: u32, a: u32, b: u32, c: u32 },
+    /// `dst = a · b − c` (two roundings).
+    MulSub { dst: u32, a: u32, b: u32, c: u32 },
+    /// `dst = c − a · b` (two roundings).
+    SubMul { dst: u32, a: u32, b: u32, c: u32 },
+    /// Any other primitive of one operand.
+    Unary {
+        dst: u32,
+        a: u32,
+        prim: Prim,
+        param: i32,
+    },
+    /// Any other primitive of two operands.
+    Binary {
+        dst: u32,
+        a: u32,
+        b: u32,
+        prim: Prim,
+        param: i32,
+    },
+    /// A primitive of three operands.
+    Ternary {
+        dst: u32,
+        a: u32,
+        b: u32,
+        c: u32,
+        prim: Prim,
+    },
+    /// A user rule; its rule and operand registers are `customs[slot]`.
+    Custom { dst: u32, slot: u32 },
+}
+
+/// A program lowered to register code.
+#[derive(Debug, Default)]
+pub(crate) struct RegisterCode {
+    code: Vec<Ins>,
+    /// Runs of consecutive instructions of one kind ([`kind`]), as
+    /// `(kind, end)`: each run is executed by a loop specialised to its
+    /// kind, with no dispatch per instruction. [`Program::schedule`]
+    /// groups instructions by operation within each dependency level, so
+    /// the runs are long.
+    runs: Vec<(u8, u32)>,
+    /// Constants that some instruction reads from a register: loaded at the
+    /// start of every run.
+    consts: Vec<(u32, f64)>,
+    /// User-rule applications: the rule's index and its operand registers.
+    customs: Vec<(u32, [u32; 3], u8)>,
+    /// The registers of the outputs, in order.
+    outputs: Vec<u32>,
+    /// The registers of each guard's two operands, in guard order.
+    guard_regs: Vec<(u32, u32)>,
+    n_regs: usize,
+}
+
+/// The register code of a program, built on its first `f64` run through
+/// [`Program::eval_f64`]. Like the interpreter's cache, a clone starts
+/// without one, and it takes no part in comparisons.
+#[derive(Debug, Default)]
+pub(crate) struct RegisterCache(OnceLock<RegisterCode>);
+
+impl Clone for RegisterCache {
+    fn clone(&self) -> Self {
+        RegisterCache::default()
+    }
+}
+
+impl PartialEq for RegisterCache {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+/// The registers of [`Program::eval_f64`]: keep one per program and
+/// evaluation allocates nothing once it has grown to the program's needs.
+#[derive(Debug, Clone, Default)]
+pub struct Registers {
+    regs: Vec<f64>,
+}
+
+impl Registers {
+    /// Empty registers; they grow on first use.
+    pub fn new() -> Self {
+        Registers::default()
+    }
+
+    /// How many registers the last program run with these needed.
+    pub fn len(&self) -> usize {
+        self.regs.len()
+    }
+
+    /// Whether no program has run with these registers yet.
+    pub fn is_empty(&self) -> bool {
+        self.regs.is_empty()
+    }
+}
+
+/// A value's role in the lowered code.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Role {
+    /// Computed into a register.
+    Register,
+    /// A constant read only as an immediate: no register, no instruction.
+    Immediate,
+    /// A constant that some instruction reads from a register.
+    ConstRegister,
+    /// A product computed inside its one consumer.
+    FusedProduct,
+}
+
+/// An instruction before register allocation: operands are value numbers.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    ins: Ins,
+    dst: u32,
+    operands: [u32; 3],
+    n_operands: u8,
+}
+
+/// The constant a value is, if it is one.
+fn constant(ops: &[Op], v: Var) -> Option<f64> {
+    match ops.get(v.index()) {
+        Some(Op::Const(c)) => Some(*c),
+        _ => None,
+    }
+}
+
+/// Whether `prim` takes a constant operand as an immediate (the four
+/// arithmetic operations), given its operands.
+fn takes_immediate(ops: &[Op], prim: Prim, args: &[Var]) -> Option<usize> {
+    if !matches!(prim, Prim::Add | Prim::Sub | Prim::Mul | Prim::Div) || args.len() != 2 {
+        return None;
+    }
+    match (constant(ops, args[0]), constant(ops, args[1])) {
+        (Some(_), None) => Some(0),
+        (None, Some(_)) => Some(1),
+        _ => None,
+    }
+}
+
+impl Program {
+    /// Lowers the program to register code.
+    fn lower_to_registers(&self) -> RegisterCode {
+        let ops = &self.ops;
+        let n = ops.len();
+        // How often each value is read, and by whom last.
+        let mut uses = vec![0u32; n];
+        for op in ops {
+            for a in op.operands() {
+                uses[a.index()] += 1;
+            }
+        }
+        let mut pinned = vec![false; n]; // outputs and guard operands
+        for v in self
+            .outputs
+            .iter()
+            .chain(self.guards.iter().flat_map(|g| [&g.a, &g.b]))
+        {
+            pinned[v.index()] = true;
+        }
+
+        // Roles: constants read only as immediates need nothing; products
+        // used once by a sum or difference are fused into it.
+        let mut role = vec![Role::Register; n];
+        let mut immediate_uses = vec![0u32; n];
+        let mut fused_into = vec![u32::MAX; n];
+        for (i, op) in ops.iter().enumerate() {
+            let Op::Apply { prim, args, .. } = *op else {
+                continue;
+            };
+            let args = args.as_slice();
+            if let Some(j) = takes_immediate(ops, prim, args) {
+                immediate_uses[args[j].index()] += 1;
+                continue;
+            }
+            if matches!(prim, Prim::Add | Prim::Sub) {
+                // Fuse one operand that is a product read only here.
+                let fusable = |v: Var| {
+                    let k = v.index();
+                    matches!(ops[k], Op::Apply { prim: Prim::Mul, args: a, .. }
+                        if takes_immediate(ops, Prim::Mul, a.as_slice()).is_none()
+                            && constant(ops, a.as_slice()[0]).is_none()
+                            && constant(ops, a.as_slice()[1]).is_none())
+                        && uses[k] == 1
+                        && !pinned[k]
+                        && fused_into[k] == u32::MAX
+                };
+                if let Some(&m) = args.iter().find(|&&v| fusable(v)) {
+                    // Not both operands: the other stays a register.
+                    fused_into[m.index()] = i as u32;
+                    role[m.index()] = Role::FusedProduct;
+                }
+            }
+        }
+        for (i, op) in ops.iter().enumerate() {
+            if let Op::Const(_) = op {
+                role[i] = if immediate_uses[i] == uses[i] && !pinned[i] {
+                    Role::Immediate
+                } else {
+                    Role::ConstRegister
+                };
+            }
+        }
+
+        // Instructions over value numbers.
+        let mut pending: Vec<Pending> = Vec::with_capacity(n);
+        let mut customs = Vec::new();
+        let reg = |v: Var| v.index() as u32;
+        for (i, op) in ops.iter().enumerate() {
+            if role[i] != Role::Register {
+                continue;
+            }
+            let dst = i as u32;
+            let mut p = |ins: Ins, operands: &[u32]| {
+                let mut o = [0; 3];
+                o[..operands.len()].copy_from_slice(operands);
+                pending.push(Pending {
+                    ins,
+                    dst,
+                    operands: o,
+                    n_operands: operands.len() as u8,
+                });
+            };
+            match *op {
+                Op::Input(k) => p(Ins::Input { dst, k }, &[]),
+                Op::Const(_) => {}
+                Op::Custom { rule, args } => {
+                    let a = args.as_slice();
+                    let mut o = [0; 3];
+                    for (slot, &v) in o.iter_mut().zip(a) {
+                        *slot = reg(v);
+                    }
+                    customs.push((rule, o, a.len() as u8));
+                    let slot = (customs.len() - 1) as u32;
+                    p(Ins::Custom { dst, slot }, &o[..a.len()]);
+                }
+                Op::Apply { prim, param, args } => {
+                    let a = args.as_slice();
+                    if let Some(j) = takes_immediate(ops, prim, a) {
+                        let k = constant(ops, a[j]).unwrap_or(f64::NAN);
+                        let x = reg(a[1 - j]);
+                        let ins = match (prim, j) {
+                            (Prim::Add, 1) => Ins::AddK { dst, a: x, k },
+                            (Prim::Add, _) => Ins::KAdd { dst, a: x, k },
+                            (Prim::Sub, 1) => Ins::SubK { dst, a: x, k },
+                            (Prim::Sub, _) => Ins::KSub { dst, a: x, k },
+                            (Prim::Mul, 1) => Ins::MulK { dst, a: x, k },
+                            (Prim::Mul, _) => Ins::KMul { dst, a: x, k },
+                            (Prim::Div, 1) => Ins::DivK { dst, a: x, k },
+                            _ => Ins::KDiv { dst, a: x, k },
+                        };
+                        p(ins, &[x]);
+                        continue;
+                    }
+                    let fused = a.iter().position(|v| fused_into[v.index()] == i as u32);
+                    if let Some((j, Op::Apply { args: m, .. })) =
+                        fused.map(|j| (j, ops[a[j].index()]))
+                    {
+                        let (x, y) = (reg(m.as_slice()[0]), reg(m.as_slice()[1]));
+                        let c = reg(a[1 - j]);
+                        let ins = match (prim, j) {
+                            (Prim::Add, 0) => Ins::MulAdd { dst, a: x, b: y, c },
+                            (Prim::Add, _) => Ins::AddMul { dst, a: x, b: y, c },
+                            (Prim::Sub, 0) => Ins::MulSub { dst, a: x, b: y, c },
+                            _ => Ins::SubMul { dst, a: x, b: y, c },
+                        };
+                        p(ins, &[x, y, c]);
+                        continue;
+                    }
+                    let o: Vec<u32> = a.iter().map(|&v| reg(v)).collect();
+                    let ins = match (prim, o.len()) {
+                        (Prim::Add, 2) => Ins::Add {
+                            dst,
+                            a: o[0],
+                            b: o[1],
+                        },
+                        (Prim::Sub, 2) => Ins::Sub {
+                            dst,
+                            a: o[0],
+                            b: o[1],
+                        },
+                        (Prim::Mul, 2) => Ins::Mul {
+                            dst,
+                            a: o[0],
+                            b: o[1],
+                        },
+                        (Prim::Div, 2) => Ins::Div {
+                            dst,
+                            a: o[0],
+                            b: o[1],
+                        },
+                        (Prim::Neg, 1) => Ins::Neg { dst, a: o[0] },
+                        (_, 1) => Ins::Unary {
+                            dst,
+                            a: o[0],
+                            prim,
+                            param,
+                        },
+                        (_, 2) => Ins::Binary {
+                            dst,
+                            a: o[0],
+                            b: o[1],
+                            prim,
+                            param,
+                        },
+                        _ => Ins::Ternary {
+                            dst,
+                            a: o[0],
+                            b: o.get(1).copied().unwrap_or(0),
+                            c: o.get(2).copied().unwrap_or(0),
+                            prim,
+                        },
+                    };
+                    p(ins, &o);
+                }
+            }
+        }
+
+        // Liveness: the last instruction reading each value; outputs and
+        // guard operands live to the end.
+        const END: u32 = u32::MAX;
+        let mut last = vec![0u32; n];
+        let mut read = vec![false; n];
+        for (t, q) in pending.iter().enumerate() {
+            for &v in &q.operands[..q.n_operands as usize] {
+                last[v as usize] = t as u32;
+                read[v as usize] = true;
+            }
+        }
+        for (i, &pin) in pinned.iter().enumerate() {
+            if pin {
+                last[i] = END;
+            }
+        }
+
+        // Registers: constants read from registers first (never freed),
+        // then a linear scan with a last-in first-out free list.
+        let mut map = vec![u32::MAX; n];
+        let mut n_regs = 0u32;
+        let mut consts = Vec::new();
+        for (i, op) in ops.iter().enumerate() {
+            if let (Op::Const(c), Role::ConstRegister) = (op, role[i]) {
+                map[i] = n_regs;
+                consts.push((n_regs, *c));
+                n_regs += 1;
+            }
+        }
+        let mut free: Vec<u32> = Vec::new();
+        let mut code = Vec::with_capacity(pending.len());
+        for (t, q) in pending.iter().enumerate() {
+            let operands = &q.operands[..q.n_operands as usize];
+            // Operands are read before the destination is written, so a
+            // register freed here may be the destination.
+            for (j, &v) in operands.iter().enumerate() {
+                let first = operands[..j].iter().all(|&w| w != v);
+                if first && last[v as usize] == t as u32 && role[v as usize] == Role::Register {
+                    free.push(map[v as usize]);
+                }
+            }
+            let dst = free.pop().unwrap_or_else(|| {
+                n_regs += 1;
+                n_regs - 1
+            });
+            map[q.dst as usize] = dst;
+            if !read[q.dst as usize] && !pinned[q.dst as usize] {
+                // Never read (dead code the passes left): free at once.
+                free.push(dst);
+            }
+            code.push(rename(q.ins, &map));
+        }
+        for c in &mut customs {
+            for r in &mut c.1[..c.2 as usize] {
+                *r = map[*r as usize];
+            }
+        }
+        let mut runs: Vec<(u8, u32)> = Vec::new();
+        for (t, ins) in code.iter().enumerate() {
+            let k = kind(ins);
+            match runs.last_mut() {
+                Some((last, end)) if *last == k => *end = t as u32 + 1,
+                _ => runs.push((k, t as u32 + 1)),
+            }
+        }
+        RegisterCode {
+            code,
+            runs,
+            consts,
+            customs,
+            outputs: self.outputs.iter().map(|v| map[v.index()]).collect(),
+            guard_regs: self
+                .guards
+                .iter()
+                .map(|g| (map[g.a.index()], map[g.b.index()]))
+                .collect(),
+            n_regs: n_regs as usize,
+        }
+    }
+
+    /// Evaluates the program on `f64` with the lowered evaluator: register
+    /// code built once (on the first call) from this program, run in
+    /// `regs`. The results are those of [`Program::eval_with`], bit for
+    /// bit (a NaN's sign and payload aside, which Rust leaves unspecified);
+    /// this is the path the compiled drivers take in steady state.
+    ///
+    /// Shapes: `inputs.len() == self.n_inputs()`,
+    /// `outputs.len() == self.n_outputs()`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Program::eval_with`]: [`Error::LengthMismatch`] for wrong
+    /// lengths, [`Error::GuardFailed`] where a recorded comparison no
+    /// longer holds, the defect of a program derived through a misused
+    /// user rule.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{trace, Real, Registers};
+    ///
+    /// let p = trace(|x| vec![(x[0] * x[1] + 1.0).sin()], &[1.0, 2.0]).unwrap();
+    /// let mut regs = Registers::new();
+    /// let mut out = [0.0];
+    /// for i in 0..3 {
+    ///     let x = [i as f64, 0.5];
+    ///     p.eval_f64(&mut regs, &x, &mut out).unwrap();
+    ///     assert_eq!(out[0], p.eval(&x).unwrap()[0]); // bit for bit
+    /// }
+    /// ```
+    pub fn eval_f64(
+        &self,
+        regs: &mut Registers,
+        inputs: &[f64],
+        outputs: &mut [f64],
+    ) -> Result<()> {
+        if let Some(e) = &self.defect {
+            return Err(e.clone());
+        }
+        if inputs.len() != self.n_inputs {
+            return Err(Error::LengthMismatch {
+                what: "program inputs",
+                expected: self.n_inputs,
+                got: inputs.len(),
+            });
+        }
+        if outputs.len() != self.outputs.len() {
+            return Err(Error::LengthMismatch {
+                what: "program outputs",
+                expected: self.outputs.len(),
+                got: outputs.len(),
+            });
+        }
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        let r = &mut regs.regs;
+        if r.len() < rc.n_regs {
+            r.resize(rc.n_regs, 0.0);
+        }
+        for &(i, c) in &rc.consts {
+            r[i as usize] = c;
+        }
+        let mut start = 0;
+        for &(k, end) in &rc.runs {
+            let run = rc.code.get(start..end as usize).unwrap_or(&[]);
+            start = end as usize;
+            run_of_kind(k, run, r, inputs, |slot, r| self.custom_f64(rc, slot, r));
+        }
+        if !rc.guard_regs.is_empty() {
+            check_register_guards(self, rc, r)?;
+        }
+        for (o, &i) in outputs.iter_mut().zip(&rc.outputs) {
+            *o = r[i as usize];
+        }
+        Ok(())
+    }
+
+    /// A user rule's instruction, off the hot path.
+    #[inline(never)]
+    fn custom_f64(&self, rc: &RegisterCode, slot: u32, r: &[f64]) -> f64 {
+        let Some(&(rule, o, len)) = rc.customs.get(slot as usize) else {
+            return f64::NAN;
+        };
+        let x = [r[o[0] as usize], r[o[1] as usize], r[o[2] as usize]];
+        match self.rules.get(rule as usize) {
+            Some(rule) => rule.value(&x[..len as usize]),
+            None => f64::NAN,
+        }
+    }
+
+    /// Length of the register code and number of registers (for tests and
+    /// benchmarks).
+    #[doc(hidden)]
+    pub fn register_code_size(&self) -> (usize, usize) {
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        (rc.code.len(), rc.n_regs)
+    }
+}
+
+/// The guards, checked on the registers that hold their operands.
+#[inline(never)]
+fn check_register_guards(p: &Program, rc: &RegisterCode, r: &[f64]) -> Result<()> {
+    // As `check_guards`, with each guard's operands read from the
+    // registers that hold them.
+    for (index, (g, &(a, b))) in p.guards.iter().zip(&rc.guard_regs).enumerate() {
+        let now = r[a as usize].partial_cmp(&r[b as usize]);
+        if now != g.ordering {
+            return Err(Error::GuardFailed {
+                index,
+                traced: g.ordering,
+                now,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// `ins` with its operand and destination value numbers replaced by
+/// registers.
+fn rename(ins: Ins, map: &[u32]) -> Ins {
+    let m = |v: u32| map[v as usize];
+    match ins {
+        Ins::Input { dst, k } => Ins::Input { dst: m(dst), k },
+        Ins::Add { dst, a, b } => Ins::Add {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+        },
+        Ins::Sub { dst, a, b } => Ins::Sub {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+        },
+        Ins::Mul { dst, a, b } => Ins::Mul {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+        },
+        Ins::Div { dst, a, b } => Ins::Div {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+        },
+        Ins::Neg { dst, a } => Ins::Neg {
+            dst: m(dst),
+            a: m(a),
+        },
+        Ins::AddK { dst, a, k } => Ins::AddK {
+            dst: m(dst),
+            a: m(a),
+            k,
+        },
+        Ins::KAdd { dst, a, k } => Ins::KAdd {
+            dst: m(dst),
+            a: m(a),
+            k,
+        },
+        Ins::SubK { dst, a, k } => Ins::SubK {
+            dst: m(dst),
+            a: m(a),
+            k,
+        },
+        Ins::KSub { dst, a, k } => Ins::KSub {
+            dst: m(dst),
+            a: m(a),
+            k,
+        },
+        Ins::MulK { dst, a, k } => Ins::MulK {
+            dst: m(dst),
+            a: m(a),
+            k,
+        },
+        Ins::KMul { dst, a, k } => Ins::KMul {
+            dst: m(dst),
+            a: m(a),
+            k,
+        },
+        Ins::DivK { dst, a, k } => Ins::DivK {
+            dst: m(dst),
+            a: m(a),
+            k,
+        },
+        Ins::KDiv { dst, a, k } => Ins::KDiv {
+            dst: m(dst),
+            a: m(a),
+            k,
+        },
+        Ins::MulAdd { dst, a, b, c } => Ins::MulAdd {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+            c: m(c),
+        },
+        Ins::AddMul { dst, a, b, c } => Ins::AddMul {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+            c: m(c),
+        },
+        Ins::MulSub { dst, a, b, c } => Ins::MulSub {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+            c: m(c),
+        },
+        Ins::SubMul { dst, a, b, c } => Ins::SubMul {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+            c: m(c),
+        },
+        Ins::Unary {
+            dst,
+            a,
+            prim,
+            param,
+        } => Ins::Unary {
+            dst: m(dst),
+            a: m(a),
+            prim,
+            param,
+        },
+        Ins::Binary {
+            dst,
+            a,
+            b,
+            prim,
+            param,
+        } => Ins::Binary {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+            prim,
+            param,
+        },
+        Ins::Ternary { dst, a, b, c, prim } => Ins::Ternary {
+            dst: m(dst),
+            a: m(a),
+            b: m(b),
+            c: m(c),
+            prim,
+        },
+        Ins::Custom { dst, slot } => Ins::Custom { dst: m(dst), slot },
+    }
+}
+
+/// The kind of an instruction: which loop of [`run_of_kind`] runs it.
+fn kind(ins: &Ins) -> u8 {
+    match ins {
+        Ins::Add { .. } => 1,
+        Ins::Sub { .. } => 2,
+        Ins::Mul { .. } => 3,
+        Ins::Div { .. } => 4,
+        Ins::Neg { .. } => 5,
+        Ins::AddK { .. } => 6,
+        Ins::KAdd { .. } => 7,
+        Ins::SubK { .. } => 8,
+        Ins::KSub { .. } => 9,
+        Ins::MulK { .. } => 10,
+        Ins::KMul { .. } => 11,
+        Ins::MulAdd { .. } => 12,
+        Ins::AddMul { .. } => 13,
+        Ins::MulSub { .. } => 14,
+        Ins::SubMul { .. } => 15,
+        _ => 0,
+    }
+}
+
+/// Runs `run`, whose instructions are all of kind `k` ([`kind`]): the common
+/// arithmetic kinds by a loop that knows the operation, so that the only
+/// branch per instruction is one that is always taken; the rest by
+/// [`step`].
+#[inline(always)]
+fn run_of_kind(
+    k: u8,
+    run: &[Ins],
+    r: &mut [f64],
+    inputs: &[f64],
+    custom: impl Fn(u32, &[f64]) -> f64,
+) {
+    macro_rules! each {
+        ($($k:literal, $pat:pat => $e:expr;)*) => {
+            match k {
+                $( $k => {
+                    for ins in run {
+                        if let $pat = *ins {
+                            let (d, v) = $e;
+                            r[d as usize] = v;
+                        }
+                    }
+                } )*
+                _ => {
+                    for ins in run {
+                        step(ins, r, inputs, &custom);
+                    }
+                }
+            }
+        };
+    }
+    let g = |r: &[f64], i: u32| r[i as usize];
+    each! {
+        1, Ins::Add { dst, a, b } => (dst, g(r, a) + g(r, b));
+        2, Ins::Sub { dst, a, b } => (dst, g(r, a) - g(r, b));
+        3, Ins::Mul { dst, a, b } => (dst, g(r, a) * g(r, b));
+        10, Ins::MulK { dst, a, k } => (dst, g(r, a) * k);
+        11, Ins::KMul { dst, a, k } => (dst, k * g(r, a));
+        5, Ins::Neg { dst, a } => (dst, -g(r, a));
+        12, Ins::MulAdd { dst, a, b, c } => (dst, g(r, a) * g(r, b) + g(r, c));
+        13, Ins::AddMul { dst, a, b, c } => (dst, g(r, c) + g(r, a) * g(r, b));
+        14, Ins::MulSub { dst, a, b, c } => (dst, g(r, a) * g(r, b) - g(r, c));
+        15, Ins::SubMul { dst, a, b, c } => (dst, g(r, c) - g(r, a) * g(r, b));
+        9, Ins::KSub { dst, a, k } => (dst, k - g(r, a));
+        6, Ins::AddK { dst, a, k } => (dst, g(r, a) + k);
+    }
+}
+
+/// Runs one instruction.
+#[inline(always)]
+fn step(ins: &Ins, r: &mut [f64], inputs: &[f64], custom: impl Fn(u32, &[f64]) -> f64) {
+    let g = |r: &[f64], i: u32| r[i as usize];
+    let (dst, v) = match *ins {
+        Ins::Input { dst, k } => (dst, inputs[k as usize]),
+        Ins::Add { dst, a, b } => (dst, g(r, a) + g(r, b)),
+        Ins::Sub { dst, a, b } => (dst, g(r, a) - g(r, b)),
+        Ins::Mul { dst, a, b } => (dst, g(r, a) * g(r, b)),
+        Ins::Div { dst, a, b } => (dst, g(r, a) / g(r, b)),
+        Ins::Neg { dst, a } => (dst, -g(r, a)),
+        Ins::AddK { dst, a, k } => (dst, g(r, a) + k),
+        Ins::KAdd { dst, a, k } => (dst, k + g(r, a)),
+        Ins::SubK { dst, a, k } => (dst, g(r, a) - k),
+        Ins::KSub { dst, a, k } => (dst, k - g(r, a)),
+        Ins::MulK { dst, a, k } => (dst, g(r, a) * k),
+        Ins::KMul { dst, a, k } => (dst, k * g(r, a)),
+        Ins::DivK { dst, a, k } => (dst, g(r, a) / k),
+        Ins::KDiv { dst, a, k } => (dst, k / g(r, a)),
+        Ins::MulAdd { dst, a, b, c } => (dst, g(r, a) * g(r, b) + g(r, c)),
+        Ins::AddMul { dst, a, b, c } => (dst, g(r, c) + g(r, a) * g(r, b)),
+        Ins::MulSub { dst, a, b, c } => (dst, g(r, a) * g(r, b) - g(r, c)),
+        Ins::SubMul { dst, a, b, c } => (dst, g(r, c) - g(r, a) * g(r, b)),
+        Ins::Unary {
+            dst,
+            a,
+            prim,
+            param,
+        } => (dst, prim.value(&[g(r, a)], param)),
+        Ins::Binary {
+            dst,
+            a,
+            b,
+            prim,
+            param,
+        } => (dst, prim.value(&[g(r, a), g(r, b)], param)),
+        Ins::Ternary { dst, a, b, c, prim } => (dst, prim.value(&[g(r, a), g(r, b), g(r, c)], 0)),
+        Ins::Custom { dst, slot } => (dst, custom(slot, r)),
+    };
+    r[dst as usize] = v;
+}

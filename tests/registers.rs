@@ -1,0 +1,184 @@
+//! The lowered `f64` evaluator (`Program::eval_f64`: register code with
+//! liveness-based registers, immediates and fused products) against the
+//! interpreter (`Program::eval_with`), bit for bit: on random programs and
+//! points, on the derived programs the drivers run (gradients, Hessian-vector
+//! products, both stages of `Hvp`), on programs with user rules and with
+//! guards, and on non-finite inputs.
+
+mod common;
+
+use common::{check, point, RandomProgram};
+use optic_ad::functor::forward;
+use optic_ad::{nest, trace, Error, Hvp, Program, Real, Registers, Tracer};
+use proptest::prelude::*;
+
+/// Whether two results are the same: equal bits, or both NaN. The sign and
+/// payload of a NaN that arithmetic produces are not specified by Rust's
+/// floating-point semantics (RFC 3514, "float semantics"), and the compiler
+/// may commute the operands of `+` and `·`, which changes them, so no two
+/// evaluators can promise them.
+fn same_bits(a: f64, b: f64) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// Both evaluators at `x`: the same results (`same_bits`), or the same
+/// error.
+fn same(p: &Program, x: &[f64], regs: &mut Registers) -> Result<(), TestCaseError> {
+    let want = p.eval(x);
+    let mut got = vec![0.0; p.n_outputs()];
+    let r = p.eval_f64(regs, x, &mut got);
+    match (want, r) {
+        (Ok(w), Ok(())) => {
+            for (i, (a, b)) in w.iter().zip(&got).enumerate() {
+                prop_assert!(same_bits(*a, *b), "output {}: {:e} vs {:e}", i, a, b);
+            }
+        }
+        (Err(e), Err(f)) => prop_assert_eq!(e, f),
+        (w, g) => prop_assert!(false, "interpreter {:?}, registers {:?}", w, g),
+    }
+    Ok(())
+}
+
+/// Random programs and every derived program the drivers build from them.
+#[test]
+fn registers_agree_with_the_interpreter_bit_for_bit() {
+    let strategy = common::any_program().prop_flat_map(|p| {
+        let n = p.n;
+        (Just(p), point(n), point(n))
+    });
+    check(
+        "eval_f64 vs eval, bit for bit",
+        512,
+        strategy,
+        |(f, x, v): (RandomProgram, Vec<f64>, Vec<f64>), _| {
+            let p = &f.program;
+            let mut regs = Registers::new();
+            same(p, &x, &mut regs)?;
+            // One Registers reused across programs of other sizes.
+            let joint = nest(p, 1).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let m = p.n_outputs();
+            let mut xj = x.clone();
+            xj.extend(v.iter().cycle().take(m));
+            same(&joint, &xj, &mut regs)?;
+            let fwd = forward(p);
+            let mut xf = x.clone();
+            xf.extend(&v);
+            same(&fwd, &xf, &mut regs)?;
+            let second = nest(p, 2).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let xs: Vec<f64> = x
+                .iter()
+                .chain(v.iter())
+                .cycle()
+                .take(second.n_inputs())
+                .copied()
+                .collect();
+            same(&second, &xs, &mut regs)?;
+            // Non-finite inputs.
+            let mut bad = x.clone();
+            bad[0] = f64::NAN;
+            same(p, &bad, &mut regs)?;
+            bad[0] = f64::INFINITY;
+            same(p, &bad, &mut regs)?;
+            Ok(())
+        },
+    );
+}
+
+fn rosenbrock<T: Real>(x: &[T]) -> T {
+    let mut s = T::cst(0.0);
+    for i in 0..x.len() - 1 {
+        let a = x[i + 1] - x[i] * x[i];
+        let b = T::cst(1.0) - x[i];
+        s += a * a * 100.0 + b * b;
+    }
+    s
+}
+
+/// The two stages of the Hessian-vector product of Rosenbrock, and the
+/// register count: far below the program length.
+#[test]
+fn hvp_stages_agree_and_use_few_registers() {
+    let x: Vec<f64> = (0..50).map(|i| 0.5 + 0.3 * (i as f64).sin()).collect();
+    let h = Hvp::new(rosenbrock, &x).unwrap();
+    let (left, right) = h.programs();
+    let mut regs = Registers::new();
+    let mut out_l = vec![0.0; left.n_outputs()];
+    left.eval_f64(&mut regs, &x, &mut out_l).unwrap();
+    let want_l = left.eval(&x).unwrap();
+    assert!(out_l.iter().zip(&want_l).all(|(a, b)| same_bits(*a, *b)));
+    let rin: Vec<f64> = (0..right.n_inputs())
+        .map(|i| (i as f64 * 0.37).cos())
+        .collect();
+    let mut out_r = vec![0.0; right.n_outputs()];
+    right.eval_f64(&mut regs, &rin, &mut out_r).unwrap();
+    let want_r = right.eval(&rin).unwrap();
+    assert!(out_r.iter().zip(&want_r).all(|(a, b)| same_bits(*a, *b)));
+    for p in [left, right] {
+        let (code, n_regs) = p.register_code_size();
+        assert!(code <= p.len(), "{code} instructions for {}", p.len());
+        assert!(
+            n_regs < p.len() / 2,
+            "{n_regs} registers for {} values",
+            p.len()
+        );
+    }
+}
+
+/// A traced branch: the guard fails in both evaluators alike.
+#[test]
+fn guards_fail_alike() {
+    let p = trace(
+        |x: &[Tracer]| {
+            let y = if x[0] > 1.0 { x[0] * x[0] } else { -x[0] };
+            vec![y * 3.0 + x[1]]
+        },
+        &[2.0, 0.5],
+    )
+    .unwrap();
+    let mut regs = Registers::new();
+    let mut out = [0.0];
+    p.eval_f64(&mut regs, &[3.0, 1.0], &mut out).unwrap();
+    assert_eq!(out[0], 28.0);
+    let r = p.eval_f64(&mut regs, &[0.5, 1.0], &mut out);
+    assert!(
+        matches!(r, Err(Error::GuardFailed { index: 0, .. })),
+        "{r:?}"
+    );
+    assert_eq!(p.eval(&[0.5, 1.0]).unwrap_err(), r.unwrap_err());
+    // Wrong lengths.
+    assert!(matches!(
+        p.eval_f64(&mut regs, &[1.0], &mut out),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        p.eval_f64(&mut regs, &[3.0, 1.0], &mut []),
+        Err(Error::LengthMismatch { .. })
+    ));
+}
+
+#[path = "../examples/rrule.rs"]
+#[allow(dead_code)]
+mod rrule;
+
+/// User rules of one and of several arguments (softplus and log-sum-exp
+/// from the rrule example) inside a derived program.
+#[test]
+fn user_rules_agree() {
+    let sp = rrule::softplus_rule();
+    let lse = rrule::lse_rule();
+    let p = trace(
+        |x: &[Tracer]| {
+            let s = x[0].apply_rule(sp) * x[1];
+            vec![Tracer::apply_rule_n(lse, &[s, x[1]]) * x[0]]
+        },
+        &[0.3, 2.0],
+    )
+    .unwrap();
+    let j = nest(&p, 2).unwrap();
+    let mut regs = Registers::new();
+    let x: Vec<f64> = (0..j.n_inputs()).map(|i| 0.2 + 0.1 * i as f64).collect();
+    let want = j.eval(&x).unwrap();
+    let mut got = vec![0.0; j.n_outputs()];
+    j.eval_f64(&mut regs, &x, &mut got).unwrap();
+    assert!(want.iter().zip(&got).all(|(a, b)| same_bits(*a, *b)));
+}
