@@ -484,6 +484,26 @@ fn bench_evaluators(c: &mut Criterion) {
         });
         let grad = Gradient::new(rosenbrock, &x).unwrap();
         let p = grad.program();
+        // Hvp::apply (one direction) against apply_many (four at once).
+        let mut h4 = Hvp::new(rosenbrock, &x).unwrap();
+        h4.linearize(&x).unwrap();
+        let vs: Vec<f64> = (0..4 * n).map(|i| ((i as f64) * 0.37).cos()).collect();
+        let mut many = vec![0.0; 4 * n];
+        h4.apply_many(&vs, &mut many).unwrap();
+        let mut one = vec![0.0; n];
+        for j in 0..4 {
+            h4.apply(&vs[j * n..(j + 1) * n], &mut one).unwrap();
+            assert!(one
+                .iter()
+                .zip(&many[j * n..])
+                .all(|(a, b)| a.to_bits() == b.to_bits()));
+        }
+        g.bench_function(format!("n={n}/hvp apply, 1 direction"), |b| {
+            b.iter(|| h4.apply(black_box(&vs[..n]), &mut one).unwrap())
+        });
+        g.bench_function(format!("n={n}/hvp apply_many, 4 directions"), |b| {
+            b.iter(|| h4.apply_many(black_box(&vs), &mut many).unwrap())
+        });
         let hvp = Hvp::new(rosenbrock, &x).unwrap();
         let (left, right) = hvp.programs();
         let left_out = left.eval(&x).unwrap();

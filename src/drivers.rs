@@ -26,6 +26,7 @@ use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 use crate::error::{Error, Result};
 use crate::functor::nested::nest;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
+use crate::program::registers::LANES;
 use crate::program::trace::{trace_captured, Traced, Tracer};
 use crate::program::{Program, Registers, Seed, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
@@ -581,6 +582,25 @@ where
     h.output_blocks = vec![1 + n, n];
     let stages = [HvpSplit::LEFT, HvpSplit::RIGHT];
     let staged = Staged::split(&h, &stages, &stages, 2)?;
+    if is_f64::<T>() {
+        // The lowered evaluator, four columns per pass of the right stage.
+        let staged = staged.schedule();
+        let mut ws = staged.workspace();
+        staged.run_with(HvpSplit::LEFT, &mut ws, &primals(&inputs))?;
+        let (mut lanes_in, mut lanes_out) = (Vec::new(), Vec::new());
+        let mut rows = Vec::with_capacity(n);
+        for first in (0..n).step_by(LANES) {
+            lanes_in.clear();
+            lanes_in.extend(
+                (0..n).map(|i| std::array::from_fn(|l| if first + l == i { 1.0 } else { 0.0 })),
+            );
+            staged.run_lanes(HvpSplit::RIGHT, &mut ws, &lanes_in, &mut lanes_out)?;
+            for l in 0..LANES.min(n - first) {
+                rows.push(lanes_out[..n].iter().map(|v| T::cst(v[l])).collect());
+            }
+        }
+        return Ok(rows);
+    }
     let (_, m) = staged.run(HvpSplit::LEFT, &[], &inputs)?;
     let mut e = vec![T::cst(0.0); n];
     let mut rows = Vec::with_capacity(n);
@@ -1274,6 +1294,9 @@ pub struct Hvp<F> {
     n: usize,
     split: HvpSplit,
     linearized: bool,
+    /// Lane buffers of [`Hvp::apply_many`]: directions in, products out.
+    lane_in: Vec<[f64; LANES]>,
+    lane_out: Vec<[f64; LANES]>,
 }
 
 /// The two stages of a Hessian-vector program and their buffers, rebuilt
@@ -1352,6 +1375,8 @@ where
             n: x0.len(),
             split,
             linearized: false,
+            lane_in: Vec::new(),
+            lane_out: Vec::new(),
         })
     }
 
@@ -1421,6 +1446,69 @@ where
         let s = &mut self.split;
         s.staged.run_with(HvpSplit::RIGHT, &mut s.ws, v)?;
         out.copy_from_slice(s.staged.own_outputs(&s.ws, HvpSplit::RIGHT));
+        Ok(())
+    }
+
+    /// `H_f(x) v` for several directions at once, at the point of the last
+    /// [`Hvp::linearize`]: `vs` holds `k` directions of `n` entries one
+    /// after the other, and product `j` is written to
+    /// `out[j n .. (j + 1) n]`. The right stage runs on four directions
+    /// at a time (lanes of the lowered evaluator), so decoding its
+    /// instructions is paid once per four products. Each product equals
+    /// [`Hvp::apply`]'s for that direction, bit for bit. Steady-state calls
+    /// do not allocate.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless `vs.len()` is a multiple of `n`
+    /// and `out.len() == vs.len()`; [`Error::NotLinearized`] as for
+    /// [`Hvp::apply`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{Hvp, Real};
+    ///
+    /// // H = [[6x₀, 1], [1, 0]]: all its columns in one call.
+    /// let mut h = Hvp::new(|x| x[0].powi(3) + x[0] * x[1], &[1.0, 1.0]).unwrap();
+    /// h.linearize(&[2.0, 3.0]).unwrap();
+    /// let mut cols = [0.0; 4];
+    /// h.apply_many(&[1.0, 0.0, 0.0, 1.0], &mut cols).unwrap();
+    /// assert_eq!(cols, [12.0, 1.0, 1.0, 0.0]);
+    /// ```
+    pub fn apply_many(&mut self, vs: &[f64], out: &mut [f64]) -> Result<()> {
+        let n = self.n;
+        check_len("Hvp: out", vs.len(), out.len())?;
+        if vs.len() % n != 0 {
+            return Err(Error::LengthMismatch {
+                what: "Hvp: directions (a multiple of n)",
+                expected: vs.len().div_ceil(n) * n,
+                got: vs.len(),
+            });
+        }
+        if !self.linearized {
+            return Err(Error::NotLinearized);
+        }
+        let s = &mut self.split;
+        for (dirs, products) in vs.chunks(LANES * n).zip(out.chunks_mut(LANES * n)) {
+            self.lane_in.clear();
+            self.lane_in.extend((0..n).map(|i| {
+                // Lane `l` holds direction `l`; missing lanes are zeros.
+                std::array::from_fn(|l| dirs.get(l * n + i).copied().unwrap_or(0.0))
+            }));
+            s.staged.run_lanes(
+                HvpSplit::RIGHT,
+                &mut s.ws,
+                &self.lane_in,
+                &mut self.lane_out,
+            )?;
+            for (l, product) in products.chunks_mut(n).enumerate() {
+                for (o, v) in product.iter_mut().zip(&self.lane_out) {
+                    *o = v[l];
+                }
+            }
+        }
         Ok(())
     }
 

@@ -51,8 +51,12 @@ fn compiled_hvp_does_not_allocate() {
     let x = [0.3, -0.2, 0.9, 1.1];
     let mut h = Hvp::new(f, &x).unwrap();
     let (mut grad, mut hv) = ([0.0; 4], [0.0; 4]);
+    // Six directions: one full group of four lanes and a partial one.
+    let vs: Vec<f64> = (0..24).map(|i| (i as f64 * 0.3).sin()).collect();
+    let mut many = vec![0.0; 24];
     h.linearize_with_gradient(&x, &mut grad).unwrap();
     h.apply(&[1.0, 0.0, 0.0, 0.0], &mut hv).unwrap();
+    h.apply_many(&vs, &mut many).unwrap();
     let info = measure(|| {
         for k in 0..10 {
             let y = [0.1 * k as f64, 0.2, 0.3, 0.4];
@@ -60,6 +64,7 @@ fn compiled_hvp_does_not_allocate() {
             for v in [[1.0, 0.0, 0.0, 0.0], [0.5, -1.0, 2.0, 0.0]] {
                 h.apply(&v, &mut hv).unwrap();
             }
+            h.apply_many(&vs, &mut many).unwrap();
         }
     });
     assert_eq!(info.count_total, 0);

@@ -182,3 +182,83 @@ fn user_rules_agree() {
     j.eval_f64(&mut regs, &x, &mut got).unwrap();
     assert!(want.iter().zip(&got).all(|(a, b)| same_bits(*a, *b)));
 }
+
+/// `Hvp::apply_many` (four directions per pass, in lanes) against
+/// `Hvp::apply` one direction at a time, bit for bit, for 1 to 9 directions
+/// (full and partial groups of four), on random programs; and `hessian`
+/// (which runs its columns the same way) against `apply` with unit vectors.
+#[test]
+fn apply_many_agrees_with_apply() {
+    let strategy = common::scalar_program().prop_flat_map(|p| {
+        let n = p.n;
+        (Just(p), point(n), prop::collection::vec(point(n), 1..=9))
+    });
+    check(
+        "apply_many vs apply, bit for bit",
+        256,
+        strategy,
+        |(f, x, dirs): (RandomProgram, Vec<f64>, Vec<Vec<f64>>), _| {
+            let p = &f.program;
+            let n = x.len();
+            let g = |t: &[Tracer]| p.eval(t).unwrap()[0];
+            let mut h = Hvp::new(g, &x).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            h.linearize(&x)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let vs = dirs.concat();
+            let mut many = vec![0.0; vs.len()];
+            h.apply_many(&vs, &mut many)
+                .map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut one = vec![0.0; n];
+            for (j, v) in dirs.iter().enumerate() {
+                h.apply(v, &mut one)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                for i in 0..n {
+                    let (a, b) = (many[j * n + i], one[i]);
+                    prop_assert!(
+                        same_bits(a, b),
+                        "direction {}, entry {}: {:e} vs {:e}",
+                        j,
+                        i,
+                        a,
+                        b
+                    );
+                }
+            }
+            let hess = optic_ad::hessian(g, &x).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            for (i, row) in hess.iter().enumerate() {
+                let mut e = vec![0.0; n];
+                e[i] = 1.0;
+                h.apply(&e, &mut one)
+                    .map_err(|e| TestCaseError::fail(e.to_string()))?;
+                for (a, b) in row.iter().zip(&one) {
+                    prop_assert!(same_bits(*a, *b), "Hessian row {}: {:e} vs {:e}", i, a, b);
+                }
+            }
+            Ok(())
+        },
+    );
+}
+
+/// `apply_many`'s errors: before `linearize`, and lengths that are not a
+/// multiple of `n` or do not match.
+#[test]
+fn apply_many_errors() {
+    let mut h = Hvp::new(|x: &[Tracer]| x[0] * x[1], &[1.0, 2.0]).unwrap();
+    let mut out = [0.0; 4];
+    assert_eq!(
+        h.apply_many(&[1.0, 0.0, 0.0, 1.0], &mut out),
+        Err(Error::NotLinearized)
+    );
+    h.linearize(&[1.0, 2.0]).unwrap();
+    assert!(matches!(
+        h.apply_many(&[1.0, 0.0, 0.0], &mut out[..3]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        h.apply_many(&[1.0, 0.0, 0.0, 1.0], &mut out[..2]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    h.apply_many(&[], &mut []).unwrap();
+    h.apply_many(&[1.0, 0.0, 0.0, 1.0], &mut out).unwrap();
+    assert_eq!(out, [0.0, 1.0, 1.0, 0.0]);
+}

@@ -824,3 +824,175 @@ fn step(ins: &Ins, r: &mut [f64], inputs: &[f64], custom: impl Fn(u32, &[f64]) -
     };
     r[dst as usize] = v;
 }
+
+/// How many inputs [`Program::eval_f64_lanes`] evaluates at once: four
+/// `f64` lanes, one AVX register or two SSE registers per value.
+pub(crate) const LANES: usize = 4;
+
+/// Registers of [`Program::eval_f64_lanes`]: [`LANES`] values each.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct LaneRegisters {
+    regs: Vec<[f64; LANES]>,
+}
+
+impl Program {
+    /// Runs the register code on [`LANES`] inputs at once, the same
+    /// instructions for every lane, so that decoding an instruction is paid
+    /// once per four values. Input `k` is `shared[k]` in every lane for
+    /// `k < shared.len()`, and `lanes[k − shared.len()]` (one value per
+    /// lane) after that. Each lane's results equal those of
+    /// [`Program::eval_f64`] on that lane's inputs, bit for bit.
+    ///
+    /// # Errors
+    ///
+    /// As [`Program::eval_f64`]; a guard fails if it fails in any lane.
+    pub(crate) fn eval_f64_lanes(
+        &self,
+        regs: &mut LaneRegisters,
+        shared: &[f64],
+        lanes: &[[f64; LANES]],
+        outputs: &mut [[f64; LANES]],
+    ) -> Result<()> {
+        if let Some(e) = &self.defect {
+            return Err(e.clone());
+        }
+        if shared.len() + lanes.len() != self.n_inputs {
+            return Err(Error::LengthMismatch {
+                what: "program inputs",
+                expected: self.n_inputs,
+                got: shared.len() + lanes.len(),
+            });
+        }
+        if outputs.len() != self.outputs.len() {
+            return Err(Error::LengthMismatch {
+                what: "program outputs",
+                expected: self.outputs.len(),
+                got: outputs.len(),
+            });
+        }
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        let r = &mut regs.regs;
+        if r.len() < rc.n_regs {
+            r.resize(rc.n_regs, [0.0; LANES]);
+        }
+        for &(i, c) in &rc.consts {
+            r[i as usize] = [c; LANES];
+        }
+        let input = |k: u32| -> [f64; LANES] {
+            let k = k as usize;
+            match shared.get(k) {
+                Some(&v) => [v; LANES],
+                None => lanes
+                    .get(k - shared.len())
+                    .copied()
+                    .unwrap_or([f64::NAN; LANES]),
+            }
+        };
+        for ins in &rc.code {
+            step_lanes(ins, r, &input, |slot, r: &[[f64; LANES]]| {
+                let Some(&(rule, o, len)) = rc.customs.get(slot as usize) else {
+                    return [f64::NAN; LANES];
+                };
+                let x = [r[o[0] as usize], r[o[1] as usize], r[o[2] as usize]];
+                std::array::from_fn(|l| {
+                    let v = [x[0][l], x[1][l], x[2][l]];
+                    self.rules
+                        .get(rule as usize)
+                        .map_or(f64::NAN, |rule| rule.value(&v[..len as usize]))
+                })
+            });
+        }
+        for (index, (g, &(a, b))) in self.guards.iter().zip(&rc.guard_regs).enumerate() {
+            for (x, y) in r[a as usize].iter().zip(&r[b as usize]) {
+                let now = x.partial_cmp(y);
+                if now != g.ordering {
+                    return Err(Error::GuardFailed {
+                        index,
+                        traced: g.ordering,
+                        now,
+                    });
+                }
+            }
+        }
+        for (o, &i) in outputs.iter_mut().zip(&rc.outputs) {
+            *o = r[i as usize];
+        }
+        Ok(())
+    }
+}
+
+/// Runs one instruction on every lane.
+#[inline(always)]
+fn step_lanes(
+    ins: &Ins,
+    r: &mut [[f64; LANES]],
+    input: &impl Fn(u32) -> [f64; LANES],
+    custom: impl Fn(u32, &[[f64; LANES]]) -> [f64; LANES],
+) {
+    let g = |r: &[[f64; LANES]], i: u32| r[i as usize];
+    #[inline(always)]
+    fn map1(a: [f64; LANES], f: impl Fn(f64) -> f64) -> [f64; LANES] {
+        std::array::from_fn(|l| f(a[l]))
+    }
+    #[inline(always)]
+    fn map2(a: [f64; LANES], b: [f64; LANES], f: impl Fn(f64, f64) -> f64) -> [f64; LANES] {
+        std::array::from_fn(|l| f(a[l], b[l]))
+    }
+    #[inline(always)]
+    fn map3(
+        a: [f64; LANES],
+        b: [f64; LANES],
+        c: [f64; LANES],
+        f: impl Fn(f64, f64, f64) -> f64,
+    ) -> [f64; LANES] {
+        std::array::from_fn(|l| f(a[l], b[l], c[l]))
+    }
+    let (dst, v) = match *ins {
+        Ins::Input { dst, k } => (dst, input(k)),
+        Ins::Add { dst, a, b } => (dst, map2(g(r, a), g(r, b), |x, y| x + y)),
+        Ins::Sub { dst, a, b } => (dst, map2(g(r, a), g(r, b), |x, y| x - y)),
+        Ins::Mul { dst, a, b } => (dst, map2(g(r, a), g(r, b), |x, y| x * y)),
+        Ins::Div { dst, a, b } => (dst, map2(g(r, a), g(r, b), |x, y| x / y)),
+        Ins::Neg { dst, a } => (dst, map1(g(r, a), |x| -x)),
+        Ins::AddK { dst, a, k } => (dst, map1(g(r, a), |x| x + k)),
+        Ins::KAdd { dst, a, k } => (dst, map1(g(r, a), |x| k + x)),
+        Ins::SubK { dst, a, k } => (dst, map1(g(r, a), |x| x - k)),
+        Ins::KSub { dst, a, k } => (dst, map1(g(r, a), |x| k - x)),
+        Ins::MulK { dst, a, k } => (dst, map1(g(r, a), |x| x * k)),
+        Ins::KMul { dst, a, k } => (dst, map1(g(r, a), |x| k * x)),
+        Ins::DivK { dst, a, k } => (dst, map1(g(r, a), |x| x / k)),
+        Ins::KDiv { dst, a, k } => (dst, map1(g(r, a), |x| k / x)),
+        Ins::MulAdd { dst, a, b, c } => (dst, map3(g(r, a), g(r, b), g(r, c), |x, y, z| x * y + z)),
+        Ins::AddMul { dst, a, b, c } => (dst, map3(g(r, a), g(r, b), g(r, c), |x, y, z| z + x * y)),
+        Ins::MulSub { dst, a, b, c } => (dst, map3(g(r, a), g(r, b), g(r, c), |x, y, z| x * y - z)),
+        Ins::SubMul { dst, a, b, c } => (dst, map3(g(r, a), g(r, b), g(r, c), |x, y, z| z - x * y)),
+        Ins::Unary {
+            dst,
+            a,
+            prim,
+            param,
+        } => (dst, map1(g(r, a), |x| prim.value(&[x], param))),
+        Ins::Binary {
+            dst,
+            a,
+            b,
+            prim,
+            param,
+        } => {
+            let (x, y) = (g(r, a), g(r, b));
+            (
+                dst,
+                std::array::from_fn(|l| prim.value(&[x[l], y[l]], param)),
+            )
+        }
+        Ins::Ternary { dst, a, b, c, prim } => {
+            let (x, y, z) = (g(r, a), g(r, b), g(r, c));
+            (
+                dst,
+                std::array::from_fn(|l| prim.value(&[x[l], y[l], z[l]], 0)),
+            )
+        }
+        Ins::Custom { dst, slot } => (dst, custom(slot, r)),
+    };
+    r[dst as usize] = v;
+}

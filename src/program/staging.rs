@@ -4,6 +4,7 @@
 //! stage boundary are the residuals (K. Fischer, "∂P.jl terminology and
 //! notation guide", §I).
 
+use super::registers::{LaneRegisters, LANES};
 use super::{Builder, Op, Program, Registers, Var};
 use crate::error::{Error, Result};
 use crate::real::Real;
@@ -330,6 +331,8 @@ pub struct Staged {
 #[derive(Clone, Debug, Default)]
 pub struct StagedWorkspace {
     ws: Vec<Registers>,
+    /// Registers of [`Staged::run_lanes`], one per stage, made on first use.
+    lanes: Vec<LaneRegisters>,
     inputs: Vec<Vec<f64>>,
     outputs: Vec<Vec<f64>>,
 }
@@ -405,6 +408,7 @@ impl Staged {
     pub fn workspace(&self) -> StagedWorkspace {
         StagedWorkspace {
             ws: self.stages.iter().map(|_| Registers::new()).collect(),
+            lanes: Vec::new(),
             inputs: self
                 .stages
                 .iter()
@@ -444,6 +448,43 @@ impl Staged {
             }
         }
         Ok(())
+    }
+
+    /// Runs stage `k` on [`LANES`] sets of own inputs at once (lane `l` of
+    /// `own[j]` is own input `j` of set `l`), all on the residual the last
+    /// run of stage `k − 1` handed on, with the lowered evaluator; the
+    /// outputs land in `out` the same way (own outputs, then the residual
+    /// this stage hands on). Unlike [`Staged::run_with`] it hands nothing
+    /// on to stage `k + 1`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Staged::run_with`].
+    pub(crate) fn run_lanes(
+        &self,
+        k: usize,
+        ws: &mut StagedWorkspace,
+        own: &[[f64; LANES]],
+        out: &mut Vec<[f64; LANES]>,
+    ) -> Result<()> {
+        let stage = self.stage(k)?;
+        check("stage input", stage.own_inputs, own.len())?;
+        check("staged workspace", self.stages.len(), ws.ws.len())?;
+        let inputs = &ws.inputs[k];
+        let residual = inputs.get(..stage.residual_in).unwrap_or(&[]);
+        check("stage residual", stage.residual_in, residual.len())?;
+        out.clear();
+        out.resize(stage.program.n_outputs(), [0.0; LANES]);
+        if ws.lanes.len() != self.stages.len() {
+            ws.lanes = self
+                .stages
+                .iter()
+                .map(|_| LaneRegisters::default())
+                .collect();
+        }
+        stage
+            .program
+            .eval_f64_lanes(&mut ws.lanes[k], residual, own, out)
     }
 
     /// The own outputs of the last [`Staged::run_with`] of stage `k` (empty
