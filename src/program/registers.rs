@@ -529,11 +529,13 @@ impl Program {
         for &(i, c) in &rc.consts {
             r[i as usize] = c;
         }
+        let input = |k: u32| inputs.get(k as usize).copied().unwrap_or(f64::NAN);
+        let custom = |slot: u32, r: &[f64]| self.custom_f64(rc, slot, r);
         let mut start = 0;
         for &(k, end) in &rc.runs {
             let run = rc.code.get(start..end as usize).unwrap_or(&[]);
             start = end as usize;
-            run_of_kind(k, run, r, inputs, |slot, r| self.custom_f64(rc, slot, r));
+            run_of_kind(k, run, r, &input, &custom);
         }
         if !rc.guard_regs.is_empty() {
             check_register_guards(self, rc, r)?;
@@ -735,91 +737,136 @@ fn kind(ins: &Ins) -> u8 {
     }
 }
 
-/// Runs `run`, whose instructions are all of kind `k` ([`kind`]): the common
-/// arithmetic kinds by a loop that knows the operation, so that the only
-/// branch per instruction is one that is always taken; the rest by
-/// [`step`].
+/// A register's contents: one `f64`, or one per lane of
+/// [`Program::eval_f64_lanes`]. Each instruction's arithmetic is written
+/// once, in [`step`], over this trait.
+trait Lane: Copy {
+    fn splat(c: f64) -> Self;
+    fn map(self, f: impl Fn(f64) -> f64) -> Self;
+    fn zip(self, b: Self, f: impl Fn(f64, f64) -> f64) -> Self;
+    fn zip3(self, b: Self, c: Self, f: impl Fn(f64, f64, f64) -> f64) -> Self;
+}
+
+impl Lane for f64 {
+    #[inline(always)]
+    fn splat(c: f64) -> Self {
+        c
+    }
+    #[inline(always)]
+    fn map(self, f: impl Fn(f64) -> f64) -> Self {
+        f(self)
+    }
+    #[inline(always)]
+    fn zip(self, b: Self, f: impl Fn(f64, f64) -> f64) -> Self {
+        f(self, b)
+    }
+    #[inline(always)]
+    fn zip3(self, b: Self, c: Self, f: impl Fn(f64, f64, f64) -> f64) -> Self {
+        f(self, b, c)
+    }
+}
+
+impl Lane for [f64; LANES] {
+    #[inline(always)]
+    fn splat(c: f64) -> Self {
+        [c; LANES]
+    }
+    #[inline(always)]
+    fn map(self, f: impl Fn(f64) -> f64) -> Self {
+        std::array::from_fn(|l| f(self[l]))
+    }
+    #[inline(always)]
+    fn zip(self, b: Self, f: impl Fn(f64, f64) -> f64) -> Self {
+        std::array::from_fn(|l| f(self[l], b[l]))
+    }
+    #[inline(always)]
+    fn zip3(self, b: Self, c: Self, f: impl Fn(f64, f64, f64) -> f64) -> Self {
+        std::array::from_fn(|l| f(self[l], b[l], c[l]))
+    }
+}
+
+/// Runs `run`, whose instructions are all of kind `k` ([`kind`]): for the
+/// common arithmetic kinds, a loop whose only test per instruction is one
+/// that always holds, so that [`step`] inlines to that one operation; the
+/// rest instruction by instruction.
 #[inline(always)]
-fn run_of_kind(
+fn run_of_kind<V: Lane>(
     k: u8,
     run: &[Ins],
-    r: &mut [f64],
-    inputs: &[f64],
-    custom: impl Fn(u32, &[f64]) -> f64,
+    r: &mut [V],
+    input: &impl Fn(u32) -> V,
+    custom: &impl Fn(u32, &[V]) -> V,
 ) {
-    macro_rules! each {
-        ($($k:literal, $pat:pat => $e:expr;)*) => {
+    macro_rules! specialised {
+        ($($k:literal => $variant:ident,)*) => {
             match k {
                 $( $k => {
                     for ins in run {
-                        if let $pat = *ins {
-                            let (d, v) = $e;
-                            r[d as usize] = v;
+                        if let Ins::$variant { .. } = ins {
+                            step(ins, r, input, custom);
                         }
                     }
                 } )*
                 _ => {
                     for ins in run {
-                        step(ins, r, inputs, &custom);
+                        step(ins, r, input, custom);
                     }
                 }
             }
         };
     }
-    let g = |r: &[f64], i: u32| r[i as usize];
-    each! {
-        1, Ins::Add { dst, a, b } => (dst, g(r, a) + g(r, b));
-        2, Ins::Sub { dst, a, b } => (dst, g(r, a) - g(r, b));
-        3, Ins::Mul { dst, a, b } => (dst, g(r, a) * g(r, b));
-        10, Ins::MulK { dst, a, k } => (dst, g(r, a) * k);
-        11, Ins::KMul { dst, a, k } => (dst, k * g(r, a));
-        5, Ins::Neg { dst, a } => (dst, -g(r, a));
-        12, Ins::MulAdd { dst, a, b, c } => (dst, g(r, a) * g(r, b) + g(r, c));
-        13, Ins::AddMul { dst, a, b, c } => (dst, g(r, c) + g(r, a) * g(r, b));
-        14, Ins::MulSub { dst, a, b, c } => (dst, g(r, a) * g(r, b) - g(r, c));
-        15, Ins::SubMul { dst, a, b, c } => (dst, g(r, c) - g(r, a) * g(r, b));
-        9, Ins::KSub { dst, a, k } => (dst, k - g(r, a));
-        6, Ins::AddK { dst, a, k } => (dst, g(r, a) + k);
+    specialised! {
+        1 => Add, 2 => Sub, 3 => Mul, 5 => Neg, 6 => AddK, 9 => KSub, 10 => MulK,
+        11 => KMul, 12 => MulAdd, 13 => AddMul, 14 => MulSub, 15 => SubMul,
     }
 }
 
-/// Runs one instruction.
+/// Runs one instruction: the one definition of what each instruction
+/// computes, for one value or for lanes.
 #[inline(always)]
-fn step(ins: &Ins, r: &mut [f64], inputs: &[f64], custom: impl Fn(u32, &[f64]) -> f64) {
-    let g = |r: &[f64], i: u32| r[i as usize];
+fn step<V: Lane>(
+    ins: &Ins,
+    r: &mut [V],
+    input: &impl Fn(u32) -> V,
+    custom: &impl Fn(u32, &[V]) -> V,
+) {
+    let g = |r: &[V], i: u32| r[i as usize];
     let (dst, v) = match *ins {
-        Ins::Input { dst, k } => (dst, inputs[k as usize]),
-        Ins::Add { dst, a, b } => (dst, g(r, a) + g(r, b)),
-        Ins::Sub { dst, a, b } => (dst, g(r, a) - g(r, b)),
-        Ins::Mul { dst, a, b } => (dst, g(r, a) * g(r, b)),
-        Ins::Div { dst, a, b } => (dst, g(r, a) / g(r, b)),
-        Ins::Neg { dst, a } => (dst, -g(r, a)),
-        Ins::AddK { dst, a, k } => (dst, g(r, a) + k),
-        Ins::KAdd { dst, a, k } => (dst, k + g(r, a)),
-        Ins::SubK { dst, a, k } => (dst, g(r, a) - k),
-        Ins::KSub { dst, a, k } => (dst, k - g(r, a)),
-        Ins::MulK { dst, a, k } => (dst, g(r, a) * k),
-        Ins::KMul { dst, a, k } => (dst, k * g(r, a)),
-        Ins::DivK { dst, a, k } => (dst, g(r, a) / k),
-        Ins::KDiv { dst, a, k } => (dst, k / g(r, a)),
-        Ins::MulAdd { dst, a, b, c } => (dst, g(r, a) * g(r, b) + g(r, c)),
-        Ins::AddMul { dst, a, b, c } => (dst, g(r, c) + g(r, a) * g(r, b)),
-        Ins::MulSub { dst, a, b, c } => (dst, g(r, a) * g(r, b) - g(r, c)),
-        Ins::SubMul { dst, a, b, c } => (dst, g(r, c) - g(r, a) * g(r, b)),
+        Ins::Input { dst, k } => (dst, input(k)),
+        Ins::Add { dst, a, b } => (dst, g(r, a).zip(g(r, b), |x, y| x + y)),
+        Ins::Sub { dst, a, b } => (dst, g(r, a).zip(g(r, b), |x, y| x - y)),
+        Ins::Mul { dst, a, b } => (dst, g(r, a).zip(g(r, b), |x, y| x * y)),
+        Ins::Div { dst, a, b } => (dst, g(r, a).zip(g(r, b), |x, y| x / y)),
+        Ins::Neg { dst, a } => (dst, g(r, a).map(|x| -x)),
+        Ins::AddK { dst, a, k } => (dst, g(r, a).map(|x| x + k)),
+        Ins::KAdd { dst, a, k } => (dst, g(r, a).map(|x| k + x)),
+        Ins::SubK { dst, a, k } => (dst, g(r, a).map(|x| x - k)),
+        Ins::KSub { dst, a, k } => (dst, g(r, a).map(|x| k - x)),
+        Ins::MulK { dst, a, k } => (dst, g(r, a).map(|x| x * k)),
+        Ins::KMul { dst, a, k } => (dst, g(r, a).map(|x| k * x)),
+        Ins::DivK { dst, a, k } => (dst, g(r, a).map(|x| x / k)),
+        Ins::KDiv { dst, a, k } => (dst, g(r, a).map(|x| k / x)),
+        Ins::MulAdd { dst, a, b, c } => (dst, g(r, a).zip3(g(r, b), g(r, c), |x, y, z| x * y + z)),
+        Ins::AddMul { dst, a, b, c } => (dst, g(r, a).zip3(g(r, b), g(r, c), |x, y, z| z + x * y)),
+        Ins::MulSub { dst, a, b, c } => (dst, g(r, a).zip3(g(r, b), g(r, c), |x, y, z| x * y - z)),
+        Ins::SubMul { dst, a, b, c } => (dst, g(r, a).zip3(g(r, b), g(r, c), |x, y, z| z - x * y)),
         Ins::Unary {
             dst,
             a,
             prim,
             param,
-        } => (dst, prim.value(&[g(r, a)], param)),
+        } => (dst, g(r, a).map(|x| prim.value(&[x], param))),
         Ins::Binary {
             dst,
             a,
             b,
             prim,
             param,
-        } => (dst, prim.value(&[g(r, a), g(r, b)], param)),
-        Ins::Ternary { dst, a, b, c, prim } => (dst, prim.value(&[g(r, a), g(r, b), g(r, c)], 0)),
+        } => (dst, g(r, a).zip(g(r, b), |x, y| prim.value(&[x, y], param))),
+        Ins::Ternary { dst, a, b, c, prim } => (
+            dst,
+            g(r, a).zip3(g(r, b), g(r, c), |x, y, z| prim.value(&[x, y, z], 0)),
+        ),
         Ins::Custom { dst, slot } => (dst, custom(slot, r)),
     };
     r[dst as usize] = v;
@@ -876,7 +923,7 @@ impl Program {
             r.resize(rc.n_regs, [0.0; LANES]);
         }
         for &(i, c) in &rc.consts {
-            r[i as usize] = [c; LANES];
+            r[i as usize] = Lane::splat(c);
         }
         let input = |k: u32| -> [f64; LANES] {
             let k = k as usize;
@@ -888,19 +935,23 @@ impl Program {
                     .unwrap_or([f64::NAN; LANES]),
             }
         };
-        for ins in &rc.code {
-            step_lanes(ins, r, &input, |slot, r: &[[f64; LANES]]| {
-                let Some(&(rule, o, len)) = rc.customs.get(slot as usize) else {
-                    return [f64::NAN; LANES];
-                };
-                let x = [r[o[0] as usize], r[o[1] as usize], r[o[2] as usize]];
-                std::array::from_fn(|l| {
-                    let v = [x[0][l], x[1][l], x[2][l]];
-                    self.rules
-                        .get(rule as usize)
-                        .map_or(f64::NAN, |rule| rule.value(&v[..len as usize]))
-                })
-            });
+        let custom = |slot: u32, r: &[[f64; LANES]]| -> [f64; LANES] {
+            let Some(&(rule, o, len)) = rc.customs.get(slot as usize) else {
+                return [f64::NAN; LANES];
+            };
+            let x = [r[o[0] as usize], r[o[1] as usize], r[o[2] as usize]];
+            std::array::from_fn(|l| {
+                let v = [x[0][l], x[1][l], x[2][l]];
+                self.rules
+                    .get(rule as usize)
+                    .map_or(f64::NAN, |rule| rule.value(&v[..len as usize]))
+            })
+        };
+        let mut start = 0;
+        for &(k, end) in &rc.runs {
+            let run = rc.code.get(start..end as usize).unwrap_or(&[]);
+            start = end as usize;
+            run_of_kind(k, run, r, &input, &custom);
         }
         for (index, (g, &(a, b))) in self.guards.iter().zip(&rc.guard_regs).enumerate() {
             for (x, y) in r[a as usize].iter().zip(&r[b as usize]) {
@@ -919,80 +970,4 @@ impl Program {
         }
         Ok(())
     }
-}
-
-/// Runs one instruction on every lane.
-#[inline(always)]
-fn step_lanes(
-    ins: &Ins,
-    r: &mut [[f64; LANES]],
-    input: &impl Fn(u32) -> [f64; LANES],
-    custom: impl Fn(u32, &[[f64; LANES]]) -> [f64; LANES],
-) {
-    let g = |r: &[[f64; LANES]], i: u32| r[i as usize];
-    #[inline(always)]
-    fn map1(a: [f64; LANES], f: impl Fn(f64) -> f64) -> [f64; LANES] {
-        std::array::from_fn(|l| f(a[l]))
-    }
-    #[inline(always)]
-    fn map2(a: [f64; LANES], b: [f64; LANES], f: impl Fn(f64, f64) -> f64) -> [f64; LANES] {
-        std::array::from_fn(|l| f(a[l], b[l]))
-    }
-    #[inline(always)]
-    fn map3(
-        a: [f64; LANES],
-        b: [f64; LANES],
-        c: [f64; LANES],
-        f: impl Fn(f64, f64, f64) -> f64,
-    ) -> [f64; LANES] {
-        std::array::from_fn(|l| f(a[l], b[l], c[l]))
-    }
-    let (dst, v) = match *ins {
-        Ins::Input { dst, k } => (dst, input(k)),
-        Ins::Add { dst, a, b } => (dst, map2(g(r, a), g(r, b), |x, y| x + y)),
-        Ins::Sub { dst, a, b } => (dst, map2(g(r, a), g(r, b), |x, y| x - y)),
-        Ins::Mul { dst, a, b } => (dst, map2(g(r, a), g(r, b), |x, y| x * y)),
-        Ins::Div { dst, a, b } => (dst, map2(g(r, a), g(r, b), |x, y| x / y)),
-        Ins::Neg { dst, a } => (dst, map1(g(r, a), |x| -x)),
-        Ins::AddK { dst, a, k } => (dst, map1(g(r, a), |x| x + k)),
-        Ins::KAdd { dst, a, k } => (dst, map1(g(r, a), |x| k + x)),
-        Ins::SubK { dst, a, k } => (dst, map1(g(r, a), |x| x - k)),
-        Ins::KSub { dst, a, k } => (dst, map1(g(r, a), |x| k - x)),
-        Ins::MulK { dst, a, k } => (dst, map1(g(r, a), |x| x * k)),
-        Ins::KMul { dst, a, k } => (dst, map1(g(r, a), |x| k * x)),
-        Ins::DivK { dst, a, k } => (dst, map1(g(r, a), |x| x / k)),
-        Ins::KDiv { dst, a, k } => (dst, map1(g(r, a), |x| k / x)),
-        Ins::MulAdd { dst, a, b, c } => (dst, map3(g(r, a), g(r, b), g(r, c), |x, y, z| x * y + z)),
-        Ins::AddMul { dst, a, b, c } => (dst, map3(g(r, a), g(r, b), g(r, c), |x, y, z| z + x * y)),
-        Ins::MulSub { dst, a, b, c } => (dst, map3(g(r, a), g(r, b), g(r, c), |x, y, z| x * y - z)),
-        Ins::SubMul { dst, a, b, c } => (dst, map3(g(r, a), g(r, b), g(r, c), |x, y, z| z - x * y)),
-        Ins::Unary {
-            dst,
-            a,
-            prim,
-            param,
-        } => (dst, map1(g(r, a), |x| prim.value(&[x], param))),
-        Ins::Binary {
-            dst,
-            a,
-            b,
-            prim,
-            param,
-        } => {
-            let (x, y) = (g(r, a), g(r, b));
-            (
-                dst,
-                std::array::from_fn(|l| prim.value(&[x[l], y[l]], param)),
-            )
-        }
-        Ins::Ternary { dst, a, b, c, prim } => {
-            let (x, y, z) = (g(r, a), g(r, b), g(r, c));
-            (
-                dst,
-                std::array::from_fn(|l| prim.value(&[x[l], y[l], z[l]], 0)),
-            )
-        }
-        Ins::Custom { dst, slot } => (dst, custom(slot, r)),
-    };
-    r[dst as usize] = v;
 }
