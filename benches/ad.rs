@@ -539,9 +539,29 @@ fn bench_evaluators(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------- Dense Hessians: columns in lanes, spread over the cores ----------
+
+/// `hessian` of Rosenbrock at n = 200 and 1000 (trace, build and n / 4
+/// passes of the right stage on all cores); run once more with
+/// `RAYON_NUM_THREADS=1` for the one-core time.
+fn bench_hessian(c: &mut Criterion) {
+    let mut g = c.benchmark_group("hessian");
+    g.sample_size(10);
+    for n in [200usize, 1000] {
+        let (x, _) = point(n);
+        g.bench_function(format!("n={n}/f64 f"), |b| {
+            b.iter(|| rosenbrock::<f64>(black_box(&x)))
+        });
+        g.bench_function(format!("n={n}/optic-ad hessian"), |b| {
+            b.iter(|| optic_ad::hessian(rosenbrock, black_box(&x)).unwrap())
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators
+    targets = bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian
 }
 criterion_main!(benches);

@@ -583,21 +583,42 @@ where
     let stages = [HvpSplit::LEFT, HvpSplit::RIGHT];
     let staged = Staged::split(&h, &stages, &stages, 2)?;
     if is_f64::<T>() {
-        // The lowered evaluator, four columns per pass of the right stage.
+        // The lowered evaluator, four columns per pass of the right stage,
+        // the passes spread over all cores (each worker with its own copy
+        // of the buffers, which hold the left's residual).
+        use rayon::prelude::*;
         let staged = staged.schedule();
         let mut ws = staged.workspace();
         staged.run_with(HvpSplit::LEFT, &mut ws, &primals(&inputs))?;
-        let (mut lanes_in, mut lanes_out) = (Vec::new(), Vec::new());
+        let firsts: Vec<usize> = (0..n).step_by(LANES).collect();
+        let columns = |ws: &mut StagedWorkspace, first: usize| -> Result<Vec<Vec<f64>>> {
+            let lanes_in: Vec<[f64; LANES]> = (0..n)
+                .map(|i| std::array::from_fn(|l| if first + l == i { 1.0 } else { 0.0 }))
+                .collect();
+            let mut lanes_out = Vec::new();
+            staged.run_lanes(HvpSplit::RIGHT, ws, &lanes_in, &mut lanes_out)?;
+            Ok((0..LANES.min(n - first))
+                .map(|l| lanes_out[..n].iter().map(|v| v[l]).collect())
+                .collect())
+        };
+        let blocks: Vec<Result<Vec<Vec<f64>>>> = if firsts.len() > 1 {
+            firsts
+                .par_iter()
+                .map_init(|| ws.clone(), |ws, &first| columns(ws, first))
+                .collect()
+        } else {
+            firsts
+                .iter()
+                .map(|&first| columns(&mut ws, first))
+                .collect()
+        };
         let mut rows = Vec::with_capacity(n);
-        for first in (0..n).step_by(LANES) {
-            lanes_in.clear();
-            lanes_in.extend(
-                (0..n).map(|i| std::array::from_fn(|l| if first + l == i { 1.0 } else { 0.0 })),
+        for block in blocks {
+            rows.extend(
+                block?
+                    .into_iter()
+                    .map(|row| row.into_iter().map(T::cst).collect()),
             );
-            staged.run_lanes(HvpSplit::RIGHT, &mut ws, &lanes_in, &mut lanes_out)?;
-            for l in 0..LANES.min(n - first) {
-                rows.push(lanes_out[..n].iter().map(|v| T::cst(v[l])).collect());
-            }
         }
         return Ok(rows);
     }

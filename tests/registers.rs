@@ -262,3 +262,51 @@ fn apply_many_errors() {
     h.apply_many(&[1.0, 0.0, 0.0, 1.0], &mut out).unwrap();
     assert_eq!(out, [0.0, 1.0, 1.0, 0.0]);
 }
+
+/// A dense Hessian large enough that its groups of four columns run on
+/// several threads (n = 23: six groups, the last partial): every entry
+/// equals `Hvp::apply` with the unit vector bit for bit, and the closed form
+/// of Rosenbrock's Hessian (tridiagonal: 1200xᵢ² − 400xᵢ₊₁ + 2 [+ 200] on the
+/// diagonal, −400xᵢ beside it) to rounding.
+#[test]
+fn hessian_columns_on_several_threads() {
+    let n = 23;
+    let x: Vec<f64> = (0..n).map(|i| 0.5 + 0.3 * (i as f64 * 0.7).sin()).collect();
+    let h = optic_ad::hessian(rosenbrock, &x).unwrap();
+    let mut hv = Hvp::new(rosenbrock, &x).unwrap();
+    hv.linearize(&x).unwrap();
+    let mut col = vec![0.0; n];
+    for i in 0..n {
+        let mut e = vec![0.0; n];
+        e[i] = 1.0;
+        hv.apply(&e, &mut col).unwrap();
+        assert!(
+            h[i].iter().zip(&col).all(|(a, b)| same_bits(*a, *b)),
+            "row {i}"
+        );
+        for j in 0..n {
+            let want = if i == j {
+                let mut d = 0.0;
+                if i + 1 < n {
+                    d += 1200.0 * x[i] * x[i] - 400.0 * x[i + 1] + 2.0;
+                }
+                if i > 0 {
+                    d += 200.0;
+                }
+                d
+            } else if j == i + 1 {
+                -400.0 * x[i]
+            } else if i == j + 1 {
+                -400.0 * x[j]
+            } else {
+                0.0
+            };
+            let scale = want.abs().max(1.0);
+            assert!(
+                (h[i][j] - want).abs() <= 1e-12 * scale,
+                "({i},{j}): {} vs {want}",
+                h[i][j]
+            );
+        }
+    }
+}

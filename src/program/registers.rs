@@ -156,7 +156,8 @@ impl Registers {
         Registers::default()
     }
 
-    /// How many registers the last program run with these needed.
+    /// How many registers these hold: the most that any program run with
+    /// them has needed.
     pub fn len(&self) -> usize {
         self.regs.len()
     }
