@@ -630,6 +630,34 @@ impl Builder {
         v
     }
 
+    /// Appends `op` without folding, simplifying or sharing, only putting
+    /// the operands of `+` and `·` in the builder's canonical order (the
+    /// lower value first; exact, both commute). For passes that copy
+    /// instructions out of a program whose builder already simplified and
+    /// shared them, in the same order, with distinct values mapped to
+    /// distinct values (as [`crate::split_stages`] does): pushing them
+    /// again would find nothing to fold or share, only pay for the
+    /// look-ups. Anything malformed is still reported by
+    /// [`Builder::finish`].
+    pub(crate) fn copy_op(&mut self, op: Op) -> Var {
+        let op = match op {
+            Op::Apply {
+                prim: prim @ (Prim::Add | Prim::Mul),
+                param,
+                args,
+            } if args.len() == 2 && args.as_slice()[0] > args.as_slice()[1] => {
+                let [a, b, _] = args.padded();
+                Op::Apply {
+                    prim,
+                    param,
+                    args: Args::new(&[b, a]).unwrap_or(args),
+                }
+            }
+            other => other,
+        };
+        self.raw(op)
+    }
+
     /// `Some(a)` when `v` is `−a`. (`None` for a value not of this
     /// builder; [`Builder::finish`] reports those.)
     pub(crate) fn negated(&self, v: Var) -> Option<Var> {

@@ -217,7 +217,10 @@ pub fn split_stages(
                 ref other => {
                     let mut get = |o: Var| local_of(&mut b, p, &mut local, o);
                     let mapped = other.rebuilt(&rule_ids, &mut get);
-                    b.push(mapped)
+                    // `p` was simplified and shared by its own builder;
+                    // this stage is a subset of it in the same order, each
+                    // value mapped to a distinct one.
+                    b.copy_op(mapped)
                 }
             };
             local[i] = Some(v);
