@@ -29,19 +29,26 @@ pub(crate) struct Lowered {
     customs: Vec<(u32, Args)>,
 }
 
-/// The compact form of a program, built on its first evaluation. A clone
-/// of a program starts without one (the clone's instructions may be
+/// A form of a program derived from it and built on first use (the
+/// interpreter's compact form, the lowered evaluator's register code). A
+/// clone of a program starts without one (the clone's instructions may be
 /// changed), and it takes no part in comparisons.
-#[derive(Debug, Default)]
-pub(crate) struct LoweredCache(OnceLock<Lowered>);
+#[derive(Debug)]
+pub(crate) struct Cache<T>(pub(crate) OnceLock<T>);
 
-impl Clone for LoweredCache {
-    fn clone(&self) -> Self {
-        LoweredCache::default()
+impl<T> Default for Cache<T> {
+    fn default() -> Self {
+        Cache(OnceLock::new())
     }
 }
 
-impl PartialEq for LoweredCache {
+impl<T> Clone for Cache<T> {
+    fn clone(&self) -> Self {
+        Cache::default()
+    }
+}
+
+impl<T> PartialEq for Cache<T> {
     fn eq(&self, _: &Self) -> bool {
         true
     }
@@ -272,8 +279,19 @@ pub(crate) fn check_guards<T: PartialOrd>(
     guards: &[super::ir::Guard],
     value: impl Fn(super::ir::Var) -> T,
 ) -> Result<()> {
+    check_guard_operands(guards, |_, g| (value(g.a), value(g.b)))
+}
+
+/// [`check_guards`] with the operands of guard `i` given by `operands(i,
+/// guard)`, for evaluators that keep them elsewhere than by value number
+/// (the lowered evaluator's registers).
+pub(crate) fn check_guard_operands<T: PartialOrd>(
+    guards: &[super::ir::Guard],
+    operands: impl Fn(usize, &super::ir::Guard) -> (T, T),
+) -> Result<()> {
     for (index, g) in guards.iter().enumerate() {
-        let now = value(g.a).partial_cmp(&value(g.b));
+        let (a, b) = operands(index, g);
+        let now = a.partial_cmp(&b);
         if now != g.ordering {
             return Err(Error::GuardFailed {
                 index,

@@ -305,10 +305,10 @@ pub struct Program {
     pub(crate) defect: Option<Error>,
     /// The compact form the interpreter runs, built on first evaluation.
     #[cfg_attr(feature = "serde", serde(skip))]
-    pub(crate) lowered: super::eval::LoweredCache,
+    pub(crate) lowered: super::eval::Cache<super::eval::Lowered>,
     /// The register code of the lowered `f64` evaluator, built on first use.
     #[cfg_attr(feature = "serde", serde(skip))]
-    pub(crate) registers: super::registers::RegisterCache,
+    pub(crate) registers: super::eval::Cache<super::registers::RegisterCode>,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }

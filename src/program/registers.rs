@@ -30,8 +30,7 @@
 //! because Rust's floating-point semantics leave them unspecified (RFC 3514)
 //! and the compiler may commute the operands of `+` and `·`.
 
-use std::sync::OnceLock;
-
+use super::eval::check_guard_operands;
 use super::ir::{Op, Program, Var};
 use crate::error::{Error, Result};
 use crate::rules::Prim;
@@ -123,24 +122,6 @@ pub(crate) struct RegisterCode {
     /// The registers of each guard's two operands, in guard order.
     guard_regs: Vec<(u32, u32)>,
     n_regs: usize,
-}
-
-/// The register code of a program, built on its first `f64` run through
-/// [`Program::eval_f64`]. Like the interpreter's cache, a clone starts
-/// without one, and it takes no part in comparisons.
-#[derive(Debug, Default)]
-pub(crate) struct RegisterCache(OnceLock<RegisterCode>);
-
-impl Clone for RegisterCache {
-    fn clone(&self) -> Self {
-        RegisterCache::default()
-    }
-}
-
-impl PartialEq for RegisterCache {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
 }
 
 /// The registers of [`Program::eval_f64`]: keep one per program and
@@ -539,7 +520,10 @@ impl Program {
             run_of_kind(k, run, r, &input, &custom);
         }
         if !rc.guard_regs.is_empty() {
-            check_register_guards(self, rc, r)?;
+            check_guard_operands(&self.guards, |i, _| {
+                let (a, b) = rc.guard_regs.get(i).copied().unwrap_or((0, 0));
+                (r[a as usize], r[b as usize])
+            })?;
         }
         for (o, &i) in outputs.iter_mut().zip(&rc.outputs) {
             *o = r[i as usize];
@@ -569,151 +553,46 @@ impl Program {
     }
 }
 
-/// The guards, checked on the registers that hold their operands.
-#[inline(never)]
-fn check_register_guards(p: &Program, rc: &RegisterCode, r: &[f64]) -> Result<()> {
-    // As `check_guards`, with each guard's operands read from the
-    // registers that hold them.
-    for (index, (g, &(a, b))) in p.guards.iter().zip(&rc.guard_regs).enumerate() {
-        let now = r[a as usize].partial_cmp(&r[b as usize]);
-        if now != g.ordering {
-            return Err(Error::GuardFailed {
-                index,
-                traced: g.ordering,
-                now,
-            });
-        }
-    }
-    Ok(())
-}
-
 /// `ins` with its operand and destination value numbers replaced by
 /// registers.
-fn rename(ins: Ins, map: &[u32]) -> Ins {
-    let m = |v: u32| map[v as usize];
-    match ins {
-        Ins::Input { dst, k } => Ins::Input { dst: m(dst), k },
-        Ins::Add { dst, a, b } => Ins::Add {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-        },
-        Ins::Sub { dst, a, b } => Ins::Sub {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-        },
-        Ins::Mul { dst, a, b } => Ins::Mul {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-        },
-        Ins::Div { dst, a, b } => Ins::Div {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-        },
-        Ins::Neg { dst, a } => Ins::Neg {
-            dst: m(dst),
-            a: m(a),
-        },
-        Ins::AddK { dst, a, k } => Ins::AddK {
-            dst: m(dst),
-            a: m(a),
-            k,
-        },
-        Ins::KAdd { dst, a, k } => Ins::KAdd {
-            dst: m(dst),
-            a: m(a),
-            k,
-        },
-        Ins::SubK { dst, a, k } => Ins::SubK {
-            dst: m(dst),
-            a: m(a),
-            k,
-        },
-        Ins::KSub { dst, a, k } => Ins::KSub {
-            dst: m(dst),
-            a: m(a),
-            k,
-        },
-        Ins::MulK { dst, a, k } => Ins::MulK {
-            dst: m(dst),
-            a: m(a),
-            k,
-        },
-        Ins::KMul { dst, a, k } => Ins::KMul {
-            dst: m(dst),
-            a: m(a),
-            k,
-        },
-        Ins::DivK { dst, a, k } => Ins::DivK {
-            dst: m(dst),
-            a: m(a),
-            k,
-        },
-        Ins::KDiv { dst, a, k } => Ins::KDiv {
-            dst: m(dst),
-            a: m(a),
-            k,
-        },
-        Ins::MulAdd { dst, a, b, c } => Ins::MulAdd {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-            c: m(c),
-        },
-        Ins::AddMul { dst, a, b, c } => Ins::AddMul {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-            c: m(c),
-        },
-        Ins::MulSub { dst, a, b, c } => Ins::MulSub {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-            c: m(c),
-        },
-        Ins::SubMul { dst, a, b, c } => Ins::SubMul {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-            c: m(c),
-        },
-        Ins::Unary {
-            dst,
-            a,
-            prim,
-            param,
-        } => Ins::Unary {
-            dst: m(dst),
-            a: m(a),
-            prim,
-            param,
-        },
-        Ins::Binary {
-            dst,
-            a,
-            b,
-            prim,
-            param,
-        } => Ins::Binary {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-            prim,
-            param,
-        },
-        Ins::Ternary { dst, a, b, c, prim } => Ins::Ternary {
-            dst: m(dst),
-            a: m(a),
-            b: m(b),
-            c: m(c),
-            prim,
-        },
-        Ins::Custom { dst, slot } => Ins::Custom { dst: m(dst), slot },
+fn rename(mut ins: Ins, map: &[u32]) -> Ins {
+    let m = |v: &mut u32| *v = map[*v as usize];
+    match &mut ins {
+        Ins::Input { dst, .. } | Ins::Custom { dst, .. } => m(dst),
+        Ins::Neg { dst, a }
+        | Ins::AddK { dst, a, .. }
+        | Ins::KAdd { dst, a, .. }
+        | Ins::SubK { dst, a, .. }
+        | Ins::KSub { dst, a, .. }
+        | Ins::MulK { dst, a, .. }
+        | Ins::KMul { dst, a, .. }
+        | Ins::DivK { dst, a, .. }
+        | Ins::KDiv { dst, a, .. }
+        | Ins::Unary { dst, a, .. } => {
+            m(dst);
+            m(a);
+        }
+        Ins::Add { dst, a, b }
+        | Ins::Sub { dst, a, b }
+        | Ins::Mul { dst, a, b }
+        | Ins::Div { dst, a, b }
+        | Ins::Binary { dst, a, b, .. } => {
+            m(dst);
+            m(a);
+            m(b);
+        }
+        Ins::MulAdd { dst, a, b, c }
+        | Ins::AddMul { dst, a, b, c }
+        | Ins::MulSub { dst, a, b, c }
+        | Ins::SubMul { dst, a, b, c }
+        | Ins::Ternary { dst, a, b, c, .. } => {
+            m(dst);
+            m(a);
+            m(b);
+            m(c);
+        }
     }
+    ins
 }
 
 /// The kind of an instruction: which loop of [`run_of_kind`] runs it.
@@ -954,18 +833,13 @@ impl Program {
             start = end as usize;
             run_of_kind(k, run, r, &input, &custom);
         }
-        for (index, (g, &(a, b))) in self.guards.iter().zip(&rc.guard_regs).enumerate() {
-            for (x, y) in r[a as usize].iter().zip(&r[b as usize]) {
-                let now = x.partial_cmp(y);
-                if now != g.ordering {
-                    return Err(Error::GuardFailed {
-                        index,
-                        traced: g.ordering,
-                        now,
-                    });
-                }
-            }
-        }
+        // Every lane must keep every guard.
+        (0..LANES).try_for_each(|l| {
+            check_guard_operands(&self.guards, |i, _| {
+                let (a, b) = rc.guard_regs.get(i).copied().unwrap_or((0, 0));
+                (r[a as usize][l], r[b as usize][l])
+            })
+        })?;
         for (o, &i) in outputs.iter_mut().zip(&rc.outputs) {
             *o = r[i as usize];
         }
