@@ -224,6 +224,30 @@ impl Program {
         Ok(())
     }
 
+    /// What every evaluator checks before it runs: the defect of a program
+    /// derived through a misused user rule, then the number of inputs and,
+    /// where given, of output slots.
+    pub(crate) fn check_run(&self, inputs: usize, outputs: Option<usize>) -> Result<()> {
+        if let Some(e) = &self.defect {
+            return Err(e.clone());
+        }
+        if inputs != self.n_inputs {
+            return Err(Error::LengthMismatch {
+                what: "program inputs",
+                expected: self.n_inputs,
+                got: inputs,
+            });
+        }
+        match outputs {
+            Some(got) if got != self.outputs.len() => Err(Error::LengthMismatch {
+                what: "program outputs",
+                expected: self.outputs.len(),
+                got,
+            }),
+            _ => Ok(()),
+        }
+    }
+
     /// A user rule's instruction (kept off the interpreter's hot path).
     #[inline(never)]
     fn custom<T: Real>(&self, low: &Lowered, ins: &Instr, vals: &[T]) -> T {
@@ -241,16 +265,7 @@ impl Program {
     /// Runs every instruction and checks the guards, leaving all values in
     /// `ws`.
     pub(crate) fn run<T: Real>(&self, ws: &mut Workspace<T>, inputs: &[T]) -> Result<()> {
-        if let Some(e) = &self.defect {
-            return Err(e.clone());
-        }
-        if inputs.len() != self.n_inputs {
-            return Err(Error::LengthMismatch {
-                what: "program inputs",
-                expected: self.n_inputs,
-                got: inputs.len(),
-            });
-        }
+        self.check_run(inputs.len(), None)?;
         let low = self.lowered.0.get_or_init(|| self.lower());
         let vals = &mut ws.vals;
         // Sized once (no allocation in steady state), then written in

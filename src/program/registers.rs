@@ -32,7 +32,7 @@
 
 use super::eval::check_guard_operands;
 use super::ir::{Op, Program, Var};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::rules::Prim;
 
 /// One register instruction. Operands and destinations are register
@@ -461,8 +461,8 @@ impl Program {
     ///
     /// # Errors
     ///
-    /// As [`Program::eval_with`]: [`Error::LengthMismatch`] for wrong
-    /// lengths, [`Error::GuardFailed`] where a recorded comparison no
+    /// As [`Program::eval_with`]: [`Error::LengthMismatch`](crate::Error::LengthMismatch) for wrong
+    /// lengths, [`Error::GuardFailed`](crate::Error::GuardFailed) where a recorded comparison no
     /// longer holds, the defect of a program derived through a misused
     /// user rule.
     ///
@@ -486,23 +486,7 @@ impl Program {
         inputs: &[f64],
         outputs: &mut [f64],
     ) -> Result<()> {
-        if let Some(e) = &self.defect {
-            return Err(e.clone());
-        }
-        if inputs.len() != self.n_inputs {
-            return Err(Error::LengthMismatch {
-                what: "program inputs",
-                expected: self.n_inputs,
-                got: inputs.len(),
-            });
-        }
-        if outputs.len() != self.outputs.len() {
-            return Err(Error::LengthMismatch {
-                what: "program outputs",
-                expected: self.outputs.len(),
-                got: outputs.len(),
-            });
-        }
+        self.check_run(inputs.len(), Some(outputs.len()))?;
         let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
         let r = &mut regs.regs;
         if r.len() < rc.n_regs {
@@ -780,23 +764,7 @@ impl Program {
         lanes: &[[f64; LANES]],
         outputs: &mut [[f64; LANES]],
     ) -> Result<()> {
-        if let Some(e) = &self.defect {
-            return Err(e.clone());
-        }
-        if shared.len() + lanes.len() != self.n_inputs {
-            return Err(Error::LengthMismatch {
-                what: "program inputs",
-                expected: self.n_inputs,
-                got: shared.len() + lanes.len(),
-            });
-        }
-        if outputs.len() != self.outputs.len() {
-            return Err(Error::LengthMismatch {
-                what: "program outputs",
-                expected: self.outputs.len(),
-                got: outputs.len(),
-            });
-        }
+        self.check_run(shared.len() + lanes.len(), Some(outputs.len()))?;
         let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
         let r = &mut regs.regs;
         if r.len() < rc.n_regs {
