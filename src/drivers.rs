@@ -156,8 +156,7 @@ fn trace_at<T: Real, F>(f: F, x: &[T]) -> Result<(Program, Vec<T>)>
 where
     F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
 {
-    let xv: Vec<f64> = x.iter().map(|v| v.primal()).collect();
-    let Traced { program, captures } = trace_fallible(f, &xv)?;
+    let Traced { program, captures } = trace_fallible(f, &primals(x))?;
     let mut inputs = x.to_vec();
     for c in &captures {
         inputs.push(T::from_tracer(*c).ok_or(Error::CapturedOutsideTrace(captures.len()))?);
@@ -303,11 +302,7 @@ where
     F: FnOnce(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
 {
-    check_nonempty("gradient", x.len())?;
-    let (p, inputs) = trace_at(scalar(f), x)?;
-    let g = gradient_program(&p, x.len())?;
-    let mut out = g.eval(&inputs)?;
-    Ok(out.split_off(1))
+    Ok(value_and_gradient_of("gradient", f, x)?.1)
 }
 
 /// The value and the gradient, `(f(x), ∇f(x))`, from one trace and one
@@ -345,7 +340,16 @@ where
     F: FnOnce(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
 {
-    check_nonempty("value_and_gradient", x.len())?;
+    value_and_gradient_of("value_and_gradient", f, x)
+}
+
+/// [`value_and_gradient`], with the driver's name for its errors.
+fn value_and_gradient_of<T: Real, R: IntoTraced<Tracer>>(
+    what: &'static str,
+    f: impl FnOnce(&[Tracer]) -> R,
+    x: &[T],
+) -> Result<(T, Vec<T>)> {
+    check_nonempty(what, x.len())?;
     let (p, inputs) = trace_at(scalar(f), x)?;
     let g = gradient_program(&p, x.len())?;
     let mut out = g.eval(&inputs)?;
@@ -913,29 +917,27 @@ where
             return Ok(cast_array(&self.eval(x.primal())?));
         }
         let order = N::to_usize();
-        let out = match &self.generic {
-            Some(g) => g.eval(&[x]),
-            None => Err(Error::GuardFailed {
-                index: 0,
-                traced: None,
-                now: None,
-            }),
-        };
-        let out = match out {
-            // Not built yet, or a guard failed: (re)build from a trace at
-            // this point, as every compiled driver does.
-            Err(Error::GuardFailed { .. }) => {
-                if self.generic.is_some() {
-                    self.taylor = traced_univariate(&self.f, x.primal(), order)?;
-                }
-                let g = univariate_program(self.taylor.program(), order)?;
-                let out = g.eval(&[x]);
-                self.generic = Some(g);
-                out
-            }
-            other => other,
-        };
-        to_array(out?)
+        if self.generic.is_none() {
+            self.generic = Some(univariate_program(self.taylor.program(), order)?);
+        }
+        let (f, taylor) = (&self.f, &mut self.taylor);
+        let out = run_or_retrace(
+            &mut self.generic,
+            || {
+                // A guard failed: re-trace at this point, as every compiled
+                // driver does, and rebuild both programs from the trace.
+                *taylor = traced_univariate(f, x.primal(), order)?;
+                Ok(Some(univariate_program(taylor.program(), order)?))
+            },
+            |g| match g {
+                Some(g) => g.eval(&[x]),
+                None => Err(Error::MissingBlock {
+                    block: 0,
+                    width: order + 1,
+                }),
+            },
+        )?;
+        to_array(out)
     }
 }
 

@@ -333,3 +333,19 @@ fn inner_f64_point_with_captures_is_refused_with_a_fix() {
     .unwrap();
     assert_eq!(g, vec![4.0]); // d/dx (x · x) at 2
 }
+
+/// `Derivatives::eval_at` at tracer points re-traces where a guard fails,
+/// as `eval` does: a branch on the sign of t, evaluated on both sides.
+#[test]
+fn derivatives_eval_at_retraces_across_a_branch() {
+    let mut d =
+        Derivatives::<U2, _>::new(|t: Tracer| if t > 0.0 { t.powi(3) } else { -(t * t) }, 1.0)
+            .unwrap();
+    // d/ds f″(s): f″ = 6s for s > 0 (so 6), −2 for s ≤ 0 (so 0).
+    let pos = gradient(|y| Ok(d.eval_at(y[0])?[2]), &[0.5]).unwrap();
+    assert_eq!(pos, vec![6.0]);
+    let neg = gradient(|y| Ok(d.eval_at(y[0])?[2]), &[-0.5]).unwrap();
+    assert_eq!(neg, vec![0.0]);
+    let back = gradient(|y| Ok(d.eval_at(y[0])?[1]), &[2.0]).unwrap();
+    assert_eq!(back, vec![12.0]); // f′ = 3s², d/ds = 6s
+}
