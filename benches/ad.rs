@@ -559,9 +559,115 @@ fn bench_hessian(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------- The array tier: Rosenbrock at scale, WDBC as arrays ----------
+
+fn rosenbrock_array<A: optic_ad::array::Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+    let n = x.len();
+    let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
+    Ok(a.map2(&b, |a, b| {
+        let t = b - a * a;
+        let u = -a + 1.0;
+        t * t * 100.0 + u * u
+    })?
+    .sum())
+}
+
+/// Rosenbrock written with the array API at n = 10⁴ … 10⁷: gradient and
+/// HVP against the plain `f64` loop, and the cost of building.
+fn bench_arrays_rosenbrock(c: &mut Criterion) {
+    use optic_ad::array;
+    let mut g = c.benchmark_group("arrays_rosenbrock");
+    g.sample_size(10);
+    for n in [10_000usize, 100_000, 1_000_000, 10_000_000] {
+        let (x, v) = point(n);
+        let mut grad = array::Gradient::new(rosenbrock_array, &x).unwrap();
+        let mut out = vec![0.0; n];
+        grad.eval(&x, &mut out).unwrap();
+        let mut h = array::Hvp::new(rosenbrock_array, &x).unwrap();
+        h.linearize(&x).unwrap();
+        let mut hv = vec![0.0; n];
+        h.apply(&v, &mut hv).unwrap();
+        // Cross-check against the scalar trace once, at the smallest n.
+        if n == 10_000 {
+            let g_ref = optic_ad::gradient(rosenbrock, &x).unwrap();
+            let hv_ref = optic_ad::hvp(rosenbrock, &x, &v).unwrap();
+            assert!(close(&out, &g_ref) && close(&hv, &hv_ref));
+        }
+        g.bench_function(format!("n={n}/f64 f"), |b| {
+            b.iter(|| rosenbrock::<f64>(black_box(&x)))
+        });
+        g.bench_function(format!("n={n}/gradient"), |b| {
+            b.iter(|| grad.eval(black_box(&x), &mut out).unwrap())
+        });
+        g.bench_function(format!("n={n}/hvp (linearize + apply)"), |b| {
+            b.iter(|| {
+                h.linearize(black_box(&x)).unwrap();
+                h.apply(black_box(&v), &mut hv).unwrap()
+            })
+        });
+        g.bench_function(format!("n={n}/hvp (apply)"), |b| {
+            b.iter(|| h.apply(black_box(&v), &mut hv).unwrap())
+        });
+        g.bench_function(format!("n={n}/build Hvp"), |b| {
+            b.iter(|| array::Hvp::new(rosenbrock_array, black_box(&x)).unwrap())
+        });
+    }
+    g.finish();
+}
+
+/// The main job's model with the array API (one matvec, one map, one sum):
+/// gradient and HVP at the point of `logistic_wdbc`, building, and the
+/// whole Newton-CG fit in process.
+fn bench_arrays_logistic(c: &mut Criterion) {
+    use optic_ad::array;
+    let path = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/data/wdbc.csv"
+    ));
+    let data = model::load_wdbc(path).unwrap();
+    let design = data.design();
+    let n = data.n_params();
+    let x: Vec<f64> = (0..n).map(|i| 0.1 * ((i as f64) * 0.9).sin()).collect();
+    let v: Vec<f64> = (0..n).map(|i| ((i as f64) * 1.7).cos()).collect();
+    let f = |t: &array::TArray| model::objective_array(t, &design);
+    let mut grad = array::Gradient::new(f, &x).unwrap();
+    let mut out = vec![0.0; n];
+    grad.eval(&x, &mut out).unwrap();
+    let mut h = array::Hvp::new(f, &x).unwrap();
+    h.linearize(&x).unwrap();
+    let mut hv = vec![0.0; n];
+    h.apply(&v, &mut hv).unwrap();
+    let g_ref = optic_ad::gradient(|t| model::objective(t, &data), &x).unwrap();
+    let hv_ref = optic_ad::hvp(|t| model::objective(t, &data), &x, &v).unwrap();
+    assert!(close(&out, &g_ref) && close(&hv, &hv_ref));
+    let mut g = c.benchmark_group("arrays_logistic_wdbc");
+    g.bench_function("f64 f", |b| {
+        b.iter(|| model::objective::<f64>(black_box(&x), &data))
+    });
+    g.bench_function("gradient", |b| {
+        b.iter(|| grad.eval(black_box(&x), &mut out).unwrap())
+    });
+    g.bench_function("hvp (linearize + apply)", |b| {
+        b.iter(|| {
+            h.linearize(black_box(&x)).unwrap();
+            h.apply(black_box(&v), &mut hv).unwrap()
+        })
+    });
+    g.bench_function("hvp (apply)", |b| {
+        b.iter(|| h.apply(black_box(&v), &mut hv).unwrap())
+    });
+    g.bench_function("build Hvp", |b| {
+        b.iter(|| array::Hvp::new(f, black_box(&x)).unwrap())
+    });
+    g.bench_function("Newton-CG fit", |b| {
+        b.iter(|| model::newton_cg(&data, &model::NewtonOptions::default(), |_| {}).unwrap())
+    });
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian
+    targets = bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic
 }
 criterion_main!(benches);

@@ -28,6 +28,9 @@ mod taylor {}
 #[doc = include_str!("../book/src/drivers.md")]
 mod drivers {}
 
+#[doc = include_str!("../book/src/arrays.md")]
+mod arrays {}
+
 // Its blocks use faer: tested with `--features faer` (or `--all-features`,
 // the README's test command).
 #[cfg(feature = "faer")]

@@ -38,6 +38,18 @@ pub enum Error {
         /// The ordering at the new point.
         now: Option<Ordering>,
     },
+    /// An array operation got a value of the wrong shape (a scalar where a
+    /// vector is needed, vectors of different lengths in one map, a
+    /// program output that does not fit the next program's input).
+    #[error("shape mismatch for {what}: expected {expected}, got {got}")]
+    ShapeMismatch {
+        /// Which operation or argument.
+        what: &'static str,
+        /// The shape it needed.
+        expected: crate::array::Shape,
+        /// The shape it got.
+        got: crate::array::Shape,
+    },
     /// A traced value was used in a trace it does not belong to and that
     /// could not capture it: it escaped from a finished trace, or it was
     /// created with no trace active. This is how perturbation confusion is

@@ -77,6 +77,7 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
+pub mod array;
 mod drivers;
 mod error;
 #[cfg(feature = "faer")]

@@ -9,6 +9,9 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 
+use std::sync::Arc;
+
+use optic_ad::array::{self, Array, Matrix};
 use optic_ad::{Hvp, Real, Tracer};
 
 /// Names of the 30 WDBC features, in file order: fields 0–9 are the means,
@@ -81,6 +84,24 @@ impl Dataset {
     /// Number of parameters `θ = (w₁ … w_d, b)`: `d + 1`.
     pub fn n_params(&self) -> usize {
         self.n_features + 1
+    }
+
+    /// The data of [`objective_array`]: the design matrix `X̃ = [X 𝟙]`
+    /// (`n × (d + 1)`, the ones column multiplying the intercept) and the
+    /// negated signs `−s`, held by reference count so that traced
+    /// programs share them instead of copying them.
+    pub fn design(&self) -> ArrayData {
+        let d = self.n_features;
+        let mut x = Vec::with_capacity(self.n_samples * (d + 1));
+        for row in self.rows() {
+            x.extend_from_slice(row);
+            x.push(1.0);
+        }
+        ArrayData {
+            x: Arc::new(Matrix::new(self.n_samples, d + 1, x).expect("n × (d + 1) entries")),
+            neg_s: self.s.iter().map(|s| -s).collect(),
+            n_features: d,
+        }
     }
 
     /// The margins `mᵢ = xᵢ·w + b` at `theta` (plain `f64`).
@@ -330,6 +351,7 @@ pub fn softplus<T: Real>(z: T) -> T {
 /// # Panics
 ///
 /// If `theta.len() != data.n_params()`.
+#[allow(dead_code)] // used by the tests and benchmarks
 pub fn objective<T: Real>(theta: &[T], data: &Dataset) -> T {
     assert_eq!(
         theta.len(),
@@ -351,6 +373,76 @@ pub fn objective<T: Real>(theta: &[T], data: &Dataset) -> T {
         reg += wj * wj;
     }
     loss + reg * 0.5
+}
+
+/// The data of [`objective_array`], from [`Dataset::design`].
+#[derive(Debug, Clone)]
+pub struct ArrayData {
+    /// `X̃ = [X 𝟙]`, `n × (d + 1)`.
+    pub x: Arc<Matrix>,
+    /// `−sᵢ` for each sample.
+    pub neg_s: Arc<[f64]>,
+    /// `d`.
+    pub n_features: usize,
+}
+
+/// [`objective`] written with the array API: margins `m = X̃ θ` (one
+/// matrix–vector product), `Σ softplus(−s ⊙ m)` (one map and a sum) and
+/// `½ ‖w‖²`. On a traced array this is a handful of instructions whatever
+/// the number of samples; on [`array::Dense`] it runs natively.
+///
+/// # Errors
+///
+/// [`optic_ad::Error::LengthMismatch`] if `theta` does not have `d + 1`
+/// entries.
+pub fn objective_array<A: Array>(theta: &A, data: &ArrayData) -> optic_ad::Result<A::Scalar> {
+    let m = A::matvec(&data.x, theta)?;
+    let neg_s = A::constant(&data.neg_s);
+    let loss = m.map2(&neg_s, |m, ns| softplus(m * ns))?.sum();
+    let w = theta.slice(0, data.n_features)?;
+    Ok(loss + w.dot(&w)? * 0.5)
+}
+
+/// What Newton-CG needs of an AD library: the objective and gradient at a
+/// point (which also fixes the point of later products), and
+/// Hessian-vector products there.
+pub trait HvpOracle {
+    /// `L(θ)`, with `∇L(θ)` written to `g`; later products are at `θ`.
+    fn linearize_with_gradient(
+        &mut self,
+        theta: &[f64],
+        g: &mut [f64],
+    ) -> Result<f64, optic_ad::Error>;
+    /// `H(θ) v`, written to `out`.
+    fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<(), optic_ad::Error>;
+}
+
+impl<F: Fn(&[Tracer]) -> Tracer> HvpOracle for Hvp<F> {
+    fn linearize_with_gradient(
+        &mut self,
+        theta: &[f64],
+        g: &mut [f64],
+    ) -> Result<f64, optic_ad::Error> {
+        Hvp::linearize_with_gradient(self, theta, g)
+    }
+    fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<(), optic_ad::Error> {
+        Hvp::apply(self, v, out)
+    }
+}
+
+impl HvpOracle for array::Hvp {
+    fn linearize_with_gradient(
+        &mut self,
+        theta: &[f64],
+        g: &mut [f64],
+    ) -> Result<f64, optic_ad::Error> {
+        self.linearize(theta)?;
+        g.copy_from_slice(self.gradient());
+        Ok(self.value())
+    }
+    fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<(), optic_ad::Error> {
+        array::Hvp::apply(self, v, out)
+    }
 }
 
 /// Settings of [`newton_cg`].
@@ -511,8 +603,8 @@ struct CgStep {
 /// `d` with `dᵀHd ≤ 0`: then `p` is the current iterate, or `−g` if that
 /// happens at the first iteration. `p` is always a descent direction.
 #[allow(clippy::too_many_arguments)]
-fn cg_solve<F: Fn(&[Tracer]) -> Tracer>(
-    h: &mut Hvp<F>,
+fn cg_solve(
+    h: &mut impl HvpOracle,
     g: &[f64],
     tol: f64,
     max_iter: usize,
@@ -592,13 +684,48 @@ fn cg_solve<F: Fn(&[Tracer]) -> Tracer>(
 pub fn newton_cg(
     data: &Dataset,
     opts: &NewtonOptions,
+    progress: impl FnMut(&Iteration),
+) -> Result<Fit, FitError> {
+    let t0 = std::time::Instant::now();
+    let design = data.design();
+    let theta = vec![0.0; data.n_params()];
+    let mut h = array::Hvp::new(|t| objective_array(t, &design), &theta)?;
+    newton_cg_with(&mut h, t0.elapsed(), data.n_params(), opts, progress)
+}
+
+/// [`newton_cg`] on the scalar-loop model ([`objective`] traced by
+/// [`Hvp`], one instruction per multiply-add): the cross-check of the
+/// array model, and the cost of tracing it, in the tests.
+///
+/// # Errors
+///
+/// As [`newton_cg`].
+#[allow(dead_code)] // used by the tests
+pub fn newton_cg_scalar(
+    data: &Dataset,
+    opts: &NewtonOptions,
+    progress: impl FnMut(&Iteration),
+) -> Result<Fit, FitError> {
+    let t0 = std::time::Instant::now();
+    let theta = vec![0.0; data.n_params()];
+    let mut h = Hvp::new(|t: &[Tracer]| objective(t, data), &theta)?;
+    newton_cg_with(&mut h, t0.elapsed(), data.n_params(), opts, progress)
+}
+
+/// The Newton-CG iteration of [`newton_cg`] on any [`HvpOracle`] over `n`
+/// parameters, from `θ = 0`; `setup_time` is reported in the [`Fit`].
+///
+/// # Errors
+///
+/// As [`newton_cg`].
+pub fn newton_cg_with(
+    h: &mut impl HvpOracle,
+    setup_time: std::time::Duration,
+    n: usize,
+    opts: &NewtonOptions,
     mut progress: impl FnMut(&Iteration),
 ) -> Result<Fit, FitError> {
-    let n = data.n_params();
     let mut theta = vec![0.0; n];
-    let t0 = std::time::Instant::now();
-    let mut h = Hvp::new(|t: &[Tracer]| objective(t, data), &theta)?;
-    let setup_time = t0.elapsed();
 
     let mut g = vec![0.0; n];
     let mut f = h.linearize_with_gradient(&theta, &mut g)?;
@@ -649,7 +776,7 @@ pub fn newton_cg(
         let gnorm = dot(&g, &g).sqrt();
         let tol = gnorm.sqrt().min(0.5) * gnorm;
         let cg = cg_solve(
-            &mut h,
+            h,
             &g,
             tol,
             opts.max_cg,

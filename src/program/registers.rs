@@ -630,22 +630,34 @@ impl Lane for f64 {
     }
 }
 
-impl Lane for [f64; LANES] {
+impl<const N: usize> Lane for [f64; N] {
+    // Plain loops over the lanes (not `array::from_fn`, which is not
+    // always inlined for wide arrays), so that each compiles to a few
+    // vector instructions on values kept in registers.
     #[inline(always)]
     fn splat(c: f64) -> Self {
-        [c; LANES]
+        [c; N]
     }
     #[inline(always)]
-    fn map(self, f: impl Fn(f64) -> f64) -> Self {
-        std::array::from_fn(|l| f(self[l]))
+    fn map(mut self, f: impl Fn(f64) -> f64) -> Self {
+        for x in &mut self {
+            *x = f(*x);
+        }
+        self
     }
     #[inline(always)]
-    fn zip(self, b: Self, f: impl Fn(f64, f64) -> f64) -> Self {
-        std::array::from_fn(|l| f(self[l], b[l]))
+    fn zip(mut self, b: Self, f: impl Fn(f64, f64) -> f64) -> Self {
+        for (x, y) in self.iter_mut().zip(b) {
+            *x = f(*x, y);
+        }
+        self
     }
     #[inline(always)]
-    fn zip3(self, b: Self, c: Self, f: impl Fn(f64, f64, f64) -> f64) -> Self {
-        std::array::from_fn(|l| f(self[l], b[l], c[l]))
+    fn zip3(mut self, b: Self, c: Self, f: impl Fn(f64, f64, f64) -> f64) -> Self {
+        for ((x, y), z) in self.iter_mut().zip(b).zip(c) {
+            *x = f(*x, y, z);
+        }
+        self
     }
 }
 
@@ -765,14 +777,6 @@ impl Program {
         outputs: &mut [[f64; LANES]],
     ) -> Result<()> {
         self.check_run(shared.len() + lanes.len(), Some(outputs.len()))?;
-        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
-        let r = &mut regs.regs;
-        if r.len() < rc.n_regs {
-            r.resize(rc.n_regs, [0.0; LANES]);
-        }
-        for &(i, c) in &rc.consts {
-            r[i as usize] = Lane::splat(c);
-        }
         let input = |k: u32| -> [f64; LANES] {
             let k = k as usize;
             match shared.get(k) {
@@ -783,9 +787,39 @@ impl Program {
                     .unwrap_or([f64::NAN; LANES]),
             }
         };
-        let custom = |slot: u32, r: &[[f64; LANES]]| -> [f64; LANES] {
+        self.eval_f64_block(&mut regs.regs, input, outputs)
+    }
+
+    /// Runs the register code on `N` points at once (one lane each), with
+    /// input `k` given by `input(k)` and no check of lengths: the kernel of
+    /// [`Program::eval_f64_lanes`] and of the array tier's `map`, which
+    /// evaluates a body over a block of elements with one pass of each
+    /// instruction. Each lane's results equal those of
+    /// [`Program::eval_f64`] on that lane's inputs, bit for bit.
+    ///
+    /// # Errors
+    ///
+    /// A defect of the program; [`crate::Error::GuardFailed`] if a guard
+    /// fails in any lane.
+    pub(crate) fn eval_f64_block<const N: usize>(
+        &self,
+        r: &mut Vec<[f64; N]>,
+        input: impl Fn(u32) -> [f64; N],
+        outputs: &mut [[f64; N]],
+    ) -> Result<()> {
+        if let Some(e) = &self.defect {
+            return Err(e.clone());
+        }
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        if r.len() < rc.n_regs {
+            r.resize(rc.n_regs, [0.0; N]);
+        }
+        for &(i, c) in &rc.consts {
+            r[i as usize] = Lane::splat(c);
+        }
+        let custom = |slot: u32, r: &[[f64; N]]| -> [f64; N] {
             let Some(&(rule, o, len)) = rc.customs.get(slot as usize) else {
-                return [f64::NAN; LANES];
+                return [f64::NAN; N];
             };
             let x = [r[o[0] as usize], r[o[1] as usize], r[o[2] as usize]];
             std::array::from_fn(|l| {
@@ -802,12 +836,14 @@ impl Program {
             run_of_kind(k, run, r, &input, &custom);
         }
         // Every lane must keep every guard.
-        (0..LANES).try_for_each(|l| {
-            check_guard_operands(&self.guards, |i, _| {
-                let (a, b) = rc.guard_regs.get(i).copied().unwrap_or((0, 0));
-                (r[a as usize][l], r[b as usize][l])
-            })
-        })?;
+        if !rc.guard_regs.is_empty() {
+            (0..N).try_for_each(|l| {
+                check_guard_operands(&self.guards, |i, _| {
+                    let (a, b) = rc.guard_regs.get(i).copied().unwrap_or((0, 0));
+                    (r[a as usize][l], r[b as usize][l])
+                })
+            })?;
+        }
         for (o, &i) in outputs.iter_mut().zip(&rc.outputs) {
             *o = r[i as usize];
         }

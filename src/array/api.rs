@@ -1,0 +1,410 @@
+//! The user-facing array API: one trait, [`Array`], that user code is
+//! generic over, implemented by plain vectors of any [`Real`] ([`Dense`])
+//! and by traced arrays ([`TArray`]).
+
+use std::sync::Arc;
+
+use super::ir::Matrix;
+use crate::error::{Error, Result};
+use crate::real::Real;
+
+/// Indices into a vector, shared by reference count (for
+/// [`Array::gather`] and [`Array::scatter_add`]).
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::array::Indices;
+///
+/// let idx = Indices::new(&[2, 0, 2]);
+/// assert_eq!(idx.len(), 3);
+/// assert_eq!(idx.as_slice(), &[2, 0, 2]);
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Indices(pub(crate) Arc<[u32]>);
+
+impl Indices {
+    /// Indices from `usize`s. An index above `u32::MAX` becomes
+    /// `u32::MAX`, which every use reports as out of range.
+    pub fn new(idx: &[usize]) -> Indices {
+        Indices(
+            idx.iter()
+                .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
+                .collect(),
+        )
+    }
+
+    /// Number of indices.
+    pub fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    /// Whether there are none.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The indices.
+    pub fn as_slice(&self) -> &[u32] {
+        &self.0
+    }
+}
+
+/// A one-dimensional array that user code is written against, once, and
+/// that runs as plain vectors of any [`Real`] ([`Dense<f64>`] natively,
+/// [`Dense<Dual64>`](num_dual::Dual64) in forward mode,
+/// [`Dense<Tracer>`](crate::Tracer) as a scalar trace) and as a traced
+/// array ([`TArray`]), which records one instruction per array operation,
+/// whatever the length.
+///
+/// The operations follow NumPy and JAX: `map` (elementwise with a scalar
+/// body), `sum`, `dot`, `slice`, `gather`, `scatter_add`, `matvec`
+/// (`M @ v`) and `vecmat` (`v @ M`, that is `Mᵀ v`). Scalars
+/// ([`Array::Scalar`]) are [`Real`], so scalar and array code mix in one
+/// function.
+///
+/// Map bodies take [`Array::Elem`]s. On a [`TArray`] the body is traced
+/// once as a scalar program; a comparison inside it becomes a guard that
+/// every element must keep (evaluation returns
+/// [`Error::GuardFailed`] where one does not), so write branches in bodies
+/// with [`Real::select`], `max`, `min` or `abs`, which are branch-free.
+///
+/// # Errors
+///
+/// Operations that combine arrays check their shapes and return
+/// [`Error::ShapeMismatch`], [`Error::LengthMismatch`] or
+/// [`Error::IndexOutOfRange`].
+///
+/// # Example
+///
+/// The Rosenbrock function, `Σᵢ 100 (xᵢ₊₁ − xᵢ²)² + (1 − xᵢ)²`:
+///
+/// ```
+/// use optic_ad::array::{Array, Dense};
+/// use optic_ad::Real;
+///
+/// fn rosenbrock<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+///     let n = x.len();
+///     let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
+///     let terms = a.map2(&b, |a, b| {
+///         let t = b - a * a;
+///         let u = -a + 1.0;
+///         t * t * 100.0 + u * u
+///     })?;
+///     Ok(terms.sum())
+/// }
+/// let f = rosenbrock(&Dense::new(vec![1.0, 1.0, 1.0])).unwrap();
+/// assert_eq!(f, 0.0);
+/// let f = rosenbrock(&Dense::new(vec![0.0_f64, 0.0])).unwrap();
+/// assert_eq!(f, 1.0);
+/// ```
+pub trait Array: Clone + std::fmt::Debug + Sized {
+    /// A scalar in this array's world (the result of `sum`).
+    type Scalar: Real;
+    /// An element inside a map body.
+    type Elem: Real;
+
+    /// Number of elements.
+    fn len(&self) -> usize;
+
+    /// Whether there are no elements.
+    fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// `out[i] = f(self[i])`.
+    fn map(&self, f: impl Fn(Self::Elem) -> Self::Elem) -> Self;
+
+    /// `out[i] = f(self[i], b[i])`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if the lengths differ.
+    fn map2(&self, b: &Self, f: impl Fn(Self::Elem, Self::Elem) -> Self::Elem) -> Result<Self>;
+
+    /// `out[i] = f(self[i], b[i], c[i])`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if the lengths differ.
+    fn map3(
+        &self,
+        b: &Self,
+        c: &Self,
+        f: impl Fn(Self::Elem, Self::Elem, Self::Elem) -> Self::Elem,
+    ) -> Result<Self>;
+
+    /// `out[i] = f(self[i], s)`: a scalar parameter broadcast to every
+    /// element (the way to use a [`Array::Scalar`] inside a body).
+    fn map_with(&self, s: Self::Scalar, f: impl Fn(Self::Elem, Self::Elem) -> Self::Elem) -> Self;
+
+    /// The sum of the elements (0 for an empty array).
+    fn sum(&self) -> Self::Scalar;
+
+    /// `Σᵢ self[i] b[i]`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if the lengths differ.
+    fn dot(&self, b: &Self) -> Result<Self::Scalar> {
+        Ok(self.map2(b, |x, y| x * y)?.sum())
+    }
+
+    /// Elements `start .. start + len`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::IndexOutOfRange`] if `start + len > self.len()`.
+    fn slice(&self, start: usize, len: usize) -> Result<Self>;
+
+    /// Element `i`, as a scalar.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::IndexOutOfRange`] if `i >= self.len()`.
+    fn get(&self, i: usize) -> Result<Self::Scalar> {
+        Ok(self.slice(i, 1)?.sum())
+    }
+
+    /// `out[k] = self[idx[k]]`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::IndexOutOfRange`] for an index `>= self.len()`.
+    fn gather(&self, idx: &Indices) -> Result<Self>;
+
+    /// `out[idx[k]] += self[k]` into `len` zeros: the transpose of
+    /// [`Array::gather`].
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `idx.len() != self.len()`;
+    /// [`Error::IndexOutOfRange`] for an index `>= len`.
+    fn scatter_add(&self, idx: &Indices, len: usize) -> Result<Self>;
+
+    /// `M v` for a constant matrix (`v` has `m.cols()` elements; the result
+    /// `m.rows()`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `v.len() != m.cols()`.
+    fn matvec(m: &Arc<Matrix>, v: &Self) -> Result<Self>;
+
+    /// `Mᵀ v`, that is `v @ M` (`v` has `m.rows()` elements; the result
+    /// `m.cols()`).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `v.len() != m.rows()`.
+    fn vecmat(m: &Arc<Matrix>, v: &Self) -> Result<Self>;
+
+    /// `len` copies of a scalar.
+    fn fill(s: Self::Scalar, len: usize) -> Self;
+
+    /// Constant data.
+    fn constant(data: &Arc<[f64]>) -> Self;
+
+    /// `self` followed by `b`.
+    fn concat(&self, b: &Self) -> Self;
+}
+
+/// A plain vector of any [`Real`]: the [`Array`] that runs natively on
+/// `f64`, in forward mode on num-dual numbers, and as a scalar trace on
+/// [`crate::Tracer`]s (one instruction per element, the cross-check of the
+/// array tier).
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::array::{Array, Dense};
+///
+/// let x = Dense::new(vec![1.0, 2.0, 3.0]);
+/// assert_eq!(x.map(|t| t * 2.0).sum(), 12.0);
+/// assert_eq!(x.slice(1, 2).unwrap().into_vec(), vec![2.0, 3.0]);
+/// assert!(x.slice(2, 2).is_err());
+/// ```
+#[derive(Clone, Debug, PartialEq)]
+pub struct Dense<T>(pub Vec<T>);
+
+impl<T: Real> Dense<T> {
+    /// The array holding `v`.
+    pub fn new(v: Vec<T>) -> Self {
+        Dense(v)
+    }
+
+    /// The elements.
+    pub fn as_slice(&self) -> &[T] {
+        &self.0
+    }
+
+    /// The elements, by value.
+    pub fn into_vec(self) -> Vec<T> {
+        self.0
+    }
+}
+
+fn same_len(what: &'static str, a: usize, b: usize) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            what,
+            expected: a,
+            got: b,
+        })
+    }
+}
+
+fn check_range(what: &'static str, start: usize, len: usize, n: usize) -> Result<()> {
+    match start.checked_add(len) {
+        Some(e) if e <= n => Ok(()),
+        _ => Err(Error::IndexOutOfRange {
+            what,
+            index: start.saturating_add(len),
+            len: n,
+        }),
+    }
+}
+
+/// `Σ xᵢ` with four partial sums, in the order the array evaluator uses,
+/// so that native and traced results agree bit for bit on `f64`.
+fn sum4<T: Real>(x: &[T]) -> T {
+    let mut acc = [T::cst(0.0); 4];
+    let chunks = x.chunks_exact(4);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for l in 0..4 {
+            acc[l] += c[l];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for &r in rem {
+        s += r;
+    }
+    s
+}
+
+impl<T: Real> Array for Dense<T> {
+    type Scalar = T;
+    type Elem = T;
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn map(&self, f: impl Fn(T) -> T) -> Self {
+        Dense(self.0.iter().map(|&x| f(x)).collect())
+    }
+
+    fn map2(&self, b: &Self, f: impl Fn(T, T) -> T) -> Result<Self> {
+        same_len("map2: second array", self.len(), b.len())?;
+        Ok(Dense(
+            self.0.iter().zip(&b.0).map(|(&x, &y)| f(x, y)).collect(),
+        ))
+    }
+
+    fn map3(&self, b: &Self, c: &Self, f: impl Fn(T, T, T) -> T) -> Result<Self> {
+        same_len("map3: second array", self.len(), b.len())?;
+        same_len("map3: third array", self.len(), c.len())?;
+        Ok(Dense(
+            self.0
+                .iter()
+                .zip(&b.0)
+                .zip(&c.0)
+                .map(|((&x, &y), &z)| f(x, y, z))
+                .collect(),
+        ))
+    }
+
+    fn map_with(&self, s: T, f: impl Fn(T, T) -> T) -> Self {
+        Dense(self.0.iter().map(|&x| f(x, s)).collect())
+    }
+
+    fn sum(&self) -> T {
+        sum4(&self.0)
+    }
+
+    fn slice(&self, start: usize, len: usize) -> Result<Self> {
+        check_range("slice: end", start, len, self.len())?;
+        Ok(Dense(self.0[start..start + len].to_vec()))
+    }
+
+    fn get(&self, i: usize) -> Result<T> {
+        self.0.get(i).copied().ok_or(Error::IndexOutOfRange {
+            what: "get: index",
+            index: i,
+            len: self.len(),
+        })
+    }
+
+    fn gather(&self, idx: &Indices) -> Result<Self> {
+        idx.0
+            .iter()
+            .map(|&i| {
+                self.0
+                    .get(i as usize)
+                    .copied()
+                    .ok_or(Error::IndexOutOfRange {
+                        what: "gather: index",
+                        index: i as usize,
+                        len: self.len(),
+                    })
+            })
+            .collect::<Result<Vec<T>>>()
+            .map(Dense)
+    }
+
+    fn scatter_add(&self, idx: &Indices, len: usize) -> Result<Self> {
+        same_len("scatter_add: indices vs values", self.len(), idx.len())?;
+        let mut out = vec![T::cst(0.0); len];
+        for (&x, &i) in self.0.iter().zip(idx.0.iter()) {
+            let slot = out.get_mut(i as usize).ok_or(Error::IndexOutOfRange {
+                what: "scatter_add: index",
+                index: i as usize,
+                len,
+            })?;
+            *slot += x;
+        }
+        Ok(Dense(out))
+    }
+
+    fn matvec(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
+        same_len("matvec: vector vs matrix columns", m.cols(), v.len())?;
+        Ok(Dense(
+            (0..m.rows())
+                .map(|r| {
+                    let row: Vec<T> = m.row(r).iter().zip(&v.0).map(|(&a, &x)| x * a).collect();
+                    sum4(&row)
+                })
+                .collect(),
+        ))
+    }
+
+    fn vecmat(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
+        same_len("vecmat: vector vs matrix rows", m.rows(), v.len())?;
+        let mut out = vec![T::cst(0.0); m.cols()];
+        for (r, &x) in v.0.iter().enumerate() {
+            for (o, &a) in out.iter_mut().zip(m.row(r)) {
+                *o += x * a;
+            }
+        }
+        Ok(Dense(out))
+    }
+
+    fn fill(s: T, len: usize) -> Self {
+        Dense(vec![s; len])
+    }
+
+    fn constant(data: &Arc<[f64]>) -> Self {
+        Dense(data.iter().map(|&c| T::cst(c)).collect())
+    }
+
+    fn concat(&self, b: &Self) -> Self {
+        let mut v = self.0.clone();
+        v.extend_from_slice(&b.0);
+        Dense(v)
+    }
+}
+
+#[allow(unused_imports)]
+use super::trace::TArray;

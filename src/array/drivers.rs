@@ -1,0 +1,334 @@
+//! Drivers on array programs: gradient, Hessian-vector product and third
+//! directional derivative of `f : ℝⁿ → ℝ` written against [`Array`].
+
+use super::exec::ArrayWorkspace;
+use super::ir::{ArrayOp, ArrayProgram};
+use super::trace::{trace, TArray, TScalar};
+use super::transform::{forward, reverse_joint};
+use crate::error::{Error, Result};
+
+/// Traces `f` at `x` (one vector input, one scalar output).
+fn trace_scalar(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<ArrayProgram> {
+    trace(|xs: &[TArray]| f(&xs[0]), &[x])
+}
+
+/// The gradient program `x ↦ (f(x), ∇f(x))` of a traced `f`: ∂⃖ with the
+/// output cotangent fixed to 1.
+fn gradient_program(p: &ArrayProgram) -> Result<ArrayProgram> {
+    reverse_joint(p)?.specialize(&[None, Some(1.0)], &[0, 1])
+}
+
+fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected == got {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    }
+}
+
+/// The gradient of `f : ℝⁿ → ℝ`, written once against [`Array`](super::Array), at `x`:
+/// one trace (a handful of instructions, whatever `n`), one ∂⃖, one run.
+///
+/// Shapes: `x` and the result have `n` entries.
+///
+/// # Errors
+///
+/// An error `f` returns; [`Error::GuardFailed`] if a comparison in a map
+/// body does not hold for every element.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{gradient, Array};
+/// use optic_ad::Real;
+///
+/// // f(x) = Σ xᵢ² / 2 + sin(Σ xᵢ): ∇f = x + cos(Σ x).
+/// let g = gradient(|x| {
+///     let s = x.sum();
+///     Ok(x.map(|t| t * t * 0.5).sum() + s.sin())
+/// }, &[1.0, 2.0]).unwrap();
+/// assert_relative_eq!(g[0], 1.0 + 3.0_f64.cos());
+/// assert_relative_eq!(g[1], 2.0 + 3.0_f64.cos());
+/// ```
+pub fn gradient(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Vec<f64>> {
+    let mut g = Gradient::new(f, x)?;
+    let mut out = vec![0.0; x.len()];
+    g.eval(x, &mut out)?;
+    Ok(out)
+}
+
+/// A compiled gradient of `f : ℝⁿ → ℝ`: traced and differentiated once,
+/// then evaluated at any point of the same length with no allocation.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::array::{Array, Gradient};
+///
+/// let mut g = Gradient::new(|x| Ok(x.map(|t| t * t).sum()), &[0.0; 3]).unwrap();
+/// let mut out = [0.0; 3];
+/// let y = g.eval(&[1.0, 2.0, 3.0], &mut out).unwrap();
+/// assert_eq!((y, out), (14.0, [2.0, 4.0, 6.0]));
+/// ```
+#[derive(Clone, Debug)]
+pub struct Gradient {
+    program: ArrayProgram,
+    ws: ArrayWorkspace,
+    n: usize,
+}
+
+impl Gradient {
+    /// Traces `f` at `x` and builds its gradient program.
+    ///
+    /// # Errors
+    ///
+    /// An error `f` returns while tracing.
+    pub fn new(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Self> {
+        let p = trace_scalar(f, x)?;
+        let program = gradient_program(&p)?;
+        let ws = ArrayWorkspace::new(&program);
+        Ok(Gradient {
+            program,
+            ws,
+            n: x.len(),
+        })
+    }
+
+    /// `f(x)`, with `∇f(x)` written to `grad`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `x` or `grad` does not have the traced
+    /// length; [`Error::GuardFailed`] where a guard no longer holds.
+    pub fn eval(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
+        check_len("Gradient::eval: x", self.n, x.len())?;
+        check_len("Gradient::eval: gradient", self.n, grad.len())?;
+        self.ws.run(&self.program, &[x])?;
+        grad.copy_from_slice(self.ws.output(&self.program, 1));
+        Ok(self.ws.output(&self.program, 0)[0])
+    }
+
+    /// The gradient program, `x ↦ (f(x), ∇f(x))`.
+    pub fn program(&self) -> &ArrayProgram {
+        &self.program
+    }
+}
+
+/// Hessian-vector products of `f : ℝⁿ → ℝ` by forward-over-reverse on the
+/// array program (∂⃗ of the gradient program), split in two stages:
+/// [`Hvp::linearize`] runs every instruction that does not depend on the
+/// direction, once per point; [`Hvp::apply`] runs the rest, once per
+/// direction. Neither allocates.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{Array, Hvp};
+///
+/// // f(x) = Σ xᵢ³: H = diag(6x).
+/// let mut h = Hvp::new(|x| Ok(x.map(|t| t * t * t).sum()), &[1.0, 2.0]).unwrap();
+/// h.linearize(&[1.0, 2.0]).unwrap();
+/// let mut hv = [0.0; 2];
+/// h.apply(&[1.0, 1.0], &mut hv).unwrap();
+/// assert_eq!(hv, [6.0, 12.0]);
+/// assert_eq!(h.gradient(), &[3.0, 12.0]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Hvp {
+    program: ArrayProgram,
+    ws: ArrayWorkspace,
+    /// Instructions that depend on the direction.
+    tangent: Vec<bool>,
+    primal: Vec<bool>,
+    x: Vec<f64>,
+    linearized: bool,
+}
+
+impl Hvp {
+    /// Traces `f` at `x` and builds `(x, v) ↦ (f, ∇f, H v)`.
+    ///
+    /// # Errors
+    ///
+    /// An error `f` returns while tracing.
+    pub fn new(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Self> {
+        let p = trace_scalar(f, x)?;
+        let g = gradient_program(&p)?;
+        // forward(g): [x, ẋ] ↦ [f, ∇f, ḟ, H ẋ].
+        let program = forward(&g)?.specialize(&[None, None], &[0, 1, 3])?;
+        let n_ops = program.ops.len();
+        let mut tangent = vec![false; n_ops];
+        for i in 0..n_ops {
+            tangent[i] = match &program.ops[i] {
+                ArrayOp::Input(k) => *k == 1,
+                ArrayOp::MapOut(k) => tangent[i - *k as usize],
+                op => {
+                    let mut t = false;
+                    op.for_each_operand(|o| t |= tangent[o.index()]);
+                    t
+                }
+            };
+        }
+        // Values of the first stage that the second reads, and the outputs,
+        // keep their buffers.
+        let mut persist = vec![false; n_ops];
+        for (i, op) in program.ops.iter().enumerate() {
+            if tangent[i] {
+                op.for_each_operand(|o| {
+                    if !tangent[o.index()] {
+                        persist[o.index()] = true;
+                    }
+                });
+            }
+        }
+        for o in &program.outputs {
+            persist[o.index()] = true;
+        }
+        for g in &program.guards {
+            persist[g.a.index()] = true;
+            persist[g.b.index()] = true;
+        }
+        let ws = ArrayWorkspace::with_persist(&program, persist);
+        let primal = tangent.iter().map(|t| !t).collect();
+        Ok(Hvp {
+            program,
+            ws,
+            tangent,
+            primal,
+            x: vec![0.0; x.len()],
+            linearized: false,
+        })
+    }
+
+    /// Runs the direction-free part at `x`: `f(x)`, `∇f(x)` and what
+    /// [`Hvp::apply`] reuses.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `x` does not have the traced length;
+    /// [`Error::GuardFailed`] where a guard no longer holds.
+    pub fn linearize(&mut self, x: &[f64]) -> Result<()> {
+        check_len("Hvp::linearize: x", self.x.len(), x.len())?;
+        self.linearized = false;
+        self.x.copy_from_slice(x);
+        let v = &self.x;
+        self.ws
+            .run_masked(&self.program, &[&self.x, v], Some(&self.primal))?;
+        self.linearized = true;
+        Ok(())
+    }
+
+    /// `H v` at the linearized point, written to `out`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::NotLinearized`] before [`Hvp::linearize`];
+    /// [`Error::LengthMismatch`] if `v` or `out` does not have length `n`.
+    pub fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
+        if !self.linearized {
+            return Err(Error::NotLinearized);
+        }
+        check_len("Hvp::apply: v", self.x.len(), v.len())?;
+        check_len("Hvp::apply: out", self.x.len(), out.len())?;
+        self.ws
+            .run_masked(&self.program, &[&self.x, v], Some(&self.tangent))?;
+        out.copy_from_slice(self.ws.output(&self.program, 2));
+        Ok(())
+    }
+
+    /// `f` at the linearized point.
+    pub fn value(&self) -> f64 {
+        self.ws
+            .output(&self.program, 0)
+            .first()
+            .copied()
+            .unwrap_or(f64::NAN)
+    }
+
+    /// `∇f` at the linearized point.
+    pub fn gradient(&self) -> &[f64] {
+        self.ws.output(&self.program, 1)
+    }
+
+    /// The program `(x, v) ↦ (f, ∇f, H v)`.
+    pub fn program(&self) -> &ArrayProgram {
+        &self.program
+    }
+}
+
+/// One Hessian-vector product `H(x) v` of `f : ℝⁿ → ℝ`.
+///
+/// # Errors
+///
+/// As [`Hvp::new`], [`Hvp::linearize`] and [`Hvp::apply`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{hvp, Array};
+///
+/// // f(x) = (Σ xᵢ)²: H = 2·𝟙𝟙ᵀ.
+/// let hv = hvp(|x| { let s = x.sum(); Ok(s * s) }, &[1.0, 2.0], &[1.0, 0.0]).unwrap();
+/// assert_eq!(hv, vec![2.0, 2.0]);
+/// ```
+pub fn hvp(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64], v: &[f64]) -> Result<Vec<f64>> {
+    let mut h = Hvp::new(f, x)?;
+    h.linearize(x)?;
+    let mut out = vec![0.0; x.len()];
+    h.apply(v, &mut out)?;
+    Ok(out)
+}
+
+/// `[f(x), Df(x)[v], D²f(x)[v, v], D³f(x)[v, v, v]]`: derivatives of
+/// `t ↦ f(x + t v)` at 0 up to order 3, by ∂⃗ applied three times to the
+/// array program (each application a program again).
+///
+/// Shapes: `x` and `v` have the same length `n`.
+///
+/// # Errors
+///
+/// [`Error::LengthMismatch`] if `v.len() != x.len()`; an error `f`
+/// returns; [`Error::GuardFailed`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{directional3, Array};
+/// use optic_ad::Real;
+///
+/// // f(x) = Σ sin xᵢ along v = 𝟙: derivatives Σ sin, Σ cos, −Σ sin, −Σ cos.
+/// let x = [0.1, 0.2];
+/// let d = directional3(|x| Ok(x.map(|t| t.sin()).sum()), &x, &[1.0, 1.0]).unwrap();
+/// let (s, c) = (0.1_f64.sin() + 0.2_f64.sin(), 0.1_f64.cos() + 0.2_f64.cos());
+/// assert_relative_eq!(d[3], -c, max_relative = 1e-15);
+/// assert_relative_eq!(d[2], -s, max_relative = 1e-15);
+/// ```
+pub fn directional3(
+    f: impl FnOnce(&TArray) -> Result<TScalar>,
+    x: &[f64],
+    v: &[f64],
+) -> Result<[f64; 4]> {
+    check_len("directional3: v", x.len(), v.len())?;
+    let p = trace_scalar(f, x)?;
+    let f3 = forward(&forward(&forward(&p)?)?)?;
+    // Inputs [x, ẋ, x′, ẋ′, x″, ẋ″, x‴, ẋ‴]: ẋ = x′ = x″ = v, the rest
+    // structural zeros; outputs [y, ẏ, y′, ẏ′, y″, ẏ″, y‴, ẏ‴].
+    let z = Some(-0.0);
+    let fixed = [None, None, None, z, None, z, z, z];
+    let q = f3.specialize(&fixed, &[0, 1, 3, 7])?;
+    let out = q.eval(&[x, v, v, v])?;
+    let at = |k: usize| {
+        out.get(k)
+            .and_then(|o| o.first())
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Ok([at(0), at(1), at(2), at(3)])
+}

@@ -1,0 +1,706 @@
+//! Evaluation of array programs: native loops over contiguous `f64`
+//! buffers, map bodies run block-wise.
+
+use super::ir::{AVar, ArrayOp, ArrayProgram, Shape};
+use crate::error::{Error, Result};
+use crate::program::Registers;
+
+/// Elements per block of a map: each body instruction runs once over a
+/// block, as a loop over `BLOCK` lanes that the compiler vectorises.
+pub(crate) const BLOCK: usize = 32;
+
+/// How a map reads a vector argument without a copy: element `i` is
+/// `root[i + shift]` for `lo <= i < hi`, and zero elsewhere (a slice, a
+/// pad, or a chain of them).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct View {
+    root: usize,
+    shift: isize,
+    lo: usize,
+    hi: usize,
+}
+
+/// Where each value lives: buffers are assigned from liveness, so that a
+/// buffer is reused once its value is dead and the working set stays small.
+/// Slices and pads read only by maps are views, never copied; a map output
+/// read only by a `sum` is summed inside the map's loop, never stored.
+#[derive(Clone, Debug)]
+struct Plan {
+    /// Buffer of each value (`usize::MAX` for a view or a fused output).
+    slot: Vec<usize>,
+    /// Length of each buffer.
+    lens: Vec<usize>,
+    /// The view of each slice or pad read only by maps.
+    view: Vec<Option<View>>,
+    /// For a map output read only by a `sum`: that sum's value.
+    sum_into: Vec<Option<usize>>,
+    /// Sums computed inside their map's loop (nothing to run).
+    fused_sum: Vec<bool>,
+}
+
+impl Plan {
+    /// `persist[v]`: value `v` must survive the whole run (outputs, guard
+    /// operands, and values read by a later stage).
+    fn new(p: &ArrayProgram, persist: &[bool], fuse: bool) -> Plan {
+        let n = p.ops.len();
+        let keep = |v: usize| persist.get(v).copied().unwrap_or(true);
+        let mut uses: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (i, op) in p.ops.iter().enumerate() {
+            op.for_each_operand(|o| uses[o.index()].push(i));
+        }
+        let is_map = |i: usize| matches!(p.ops[i], ArrayOp::Map { .. });
+        // Slices and pads whose every reader is a map or another view.
+        let mut as_view = vec![false; n];
+        for i in (0..n).rev() {
+            if fuse
+                && matches!(p.ops[i], ArrayOp::Slice { .. } | ArrayOp::Pad { .. })
+                && !keep(i)
+                && p.shapes[i] != Shape::Scalar
+            {
+                as_view[i] = uses[i].iter().all(|&c| is_map(c) || as_view[c]);
+            }
+        }
+        let mut view: Vec<Option<View>> = vec![None; n];
+        for i in 0..n {
+            if !as_view[i] {
+                continue;
+            }
+            let len = p.shapes[i].len();
+            let (a, shift, lo, hi) = match p.ops[i] {
+                ArrayOp::Slice { a, start } => (a, start as isize, 0, len),
+                ArrayOp::Pad { a, start } => (
+                    a,
+                    -(start as isize),
+                    start,
+                    start + p.shapes[a.index()].len(),
+                ),
+                _ => continue,
+            };
+            view[i] = Some(match view[a.index()] {
+                // A view of a view: compose the shifts, intersect the ranges.
+                Some(w) => {
+                    let lo2 = (w.lo as isize - shift).max(0) as usize;
+                    let hi2 = (w.hi as isize - shift).max(0) as usize;
+                    View {
+                        root: w.root,
+                        shift: shift + w.shift,
+                        lo: lo.max(lo2),
+                        hi: hi.min(hi2).max(lo.max(lo2)),
+                    }
+                }
+                None => View {
+                    root: a.index(),
+                    shift,
+                    lo,
+                    hi,
+                },
+            });
+        }
+        // Map outputs read only by one sum.
+        let mut sum_into = vec![None; n];
+        let mut fused_sum = vec![false; n];
+        for i in 0..n {
+            let map_at = match p.ops[i] {
+                ArrayOp::Map { .. } => Some(i),
+                ArrayOp::MapOut(k) => Some(i - k as usize),
+                _ => None,
+            };
+            if !fuse || map_at.is_none() || keep(i) || p.shapes[i] == Shape::Scalar {
+                continue;
+            }
+            if let [c] = uses[i][..] {
+                if matches!(p.ops[c], ArrayOp::Sum(_)) {
+                    sum_into[i] = Some(c);
+                    fused_sum[c] = true;
+                }
+            }
+        }
+        // Liveness, with a view's uses counted as uses of its root.
+        let root = |v: usize| view[v].map_or(v, |w| w.root);
+        let mut last_use = vec![0usize; n];
+        for (i, op) in p.ops.iter().enumerate() {
+            // A map's arguments live until its last output has its buffer,
+            // so that no output shares a buffer with an argument.
+            let end = match op {
+                ArrayOp::Map { body, .. } => i + body.n_outputs().max(1) - 1,
+                _ => i,
+            };
+            if view[i].is_some() {
+                continue;
+            }
+            op.for_each_operand(|o| {
+                let r = root(o.index());
+                last_use[r] = last_use[r].max(end);
+            });
+        }
+        // A view's root lives as long as the view's readers.
+        for i in 0..n {
+            if let Some(w) = view[i] {
+                for &c in &uses[i] {
+                    let end = match &p.ops[c] {
+                        ArrayOp::Map { body, .. } => c + body.n_outputs().max(1) - 1,
+                        _ => c,
+                    };
+                    last_use[w.root] = last_use[w.root].max(end);
+                }
+            }
+        }
+        // Views of views: their readers were counted above through the
+        // outer view; the inner view's own readers are views, which have no
+        // buffer to keep.
+        let mut slot = vec![usize::MAX; n];
+        let mut lens: Vec<usize> = Vec::new();
+        let mut free: Vec<usize> = Vec::new();
+        let mut dying: Vec<Vec<usize>> = vec![Vec::new(); n];
+        for (v, &lu) in last_use.iter().enumerate() {
+            if !keep(v) && lu > v {
+                dying[lu].push(v);
+            }
+        }
+        let take = |len: usize, lens: &mut Vec<usize>, free: &mut Vec<usize>| {
+            if let Some(pos) = free.iter().position(|&s| lens[s] == len) {
+                free.swap_remove(pos)
+            } else {
+                lens.push(len);
+                lens.len() - 1
+            }
+        };
+        for i in 0..n {
+            let mut assign = |v: usize, lens: &mut Vec<usize>, free: &mut Vec<usize>| {
+                let len = p.shapes[v].len();
+                // A value that must survive has a buffer of its own: another
+                // stage may run instructions whose buffers it would share.
+                slot[v] = if keep(v) {
+                    lens.push(len);
+                    lens.len() - 1
+                } else {
+                    take(len, lens, free)
+                };
+            };
+            if view[i].is_none() && sum_into[i].is_none() && !fused_sum[i] {
+                assign(i, &mut lens, &mut free);
+            }
+            // A sum computed in a map's loop is written when the map runs:
+            // its buffer is taken then.
+            if let Some(c) = sum_into[i] {
+                assign(c, &mut lens, &mut free);
+            }
+            for &v in &dying[i] {
+                if slot[v] != usize::MAX {
+                    free.push(slot[v]);
+                }
+            }
+        }
+        Plan {
+            slot,
+            lens,
+            view,
+            sum_into,
+            fused_sum,
+        }
+    }
+}
+
+/// Reusable buffers for running one [`ArrayProgram`] many times: after
+/// the first run, [`ArrayWorkspace::run`] allocates nothing.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::array::{trace, Array, ArrayWorkspace};
+///
+/// // f(x) = Σ xᵢ².
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t * t).sum()), &[&[1.0, 2.0, 3.0]]).unwrap();
+/// let mut ws = ArrayWorkspace::new(&p);
+/// ws.run(&p, &[&[1.0, 2.0, 3.0]]).unwrap();
+/// assert_eq!(ws.output(&p, 0), &[14.0]);
+/// ```
+#[derive(Clone, Debug)]
+pub struct ArrayWorkspace {
+    plan: Plan,
+    bufs: Vec<Vec<f64>>,
+    regs: Vec<[f64; BLOCK]>,
+    outs: Vec<[f64; BLOCK]>,
+    scalar_regs: Registers,
+    scalar_ins: Vec<f64>,
+    scalar_outs: Vec<f64>,
+    srcs: Vec<Src>,
+    targets: Vec<Vec<f64>>,
+    accs: Vec<([f64; 4], [f64; 3])>,
+    n_ops: usize,
+}
+
+/// Where a map reads one argument from.
+#[derive(Clone, Copy, Debug)]
+enum Src {
+    /// A scalar, broadcast.
+    Scalar(f64),
+    /// A vector, through a view of a buffer.
+    View(View),
+}
+
+impl ArrayWorkspace {
+    /// Buffers for `p`, with outputs and guard operands kept.
+    pub fn new(p: &ArrayProgram) -> ArrayWorkspace {
+        let mut persist = vec![false; p.ops.len()];
+        for o in &p.outputs {
+            persist[o.index()] = true;
+        }
+        for g in &p.guards {
+            persist[g.a.index()] = true;
+            persist[g.b.index()] = true;
+        }
+        Self::with_persist(p, persist)
+    }
+
+    /// Buffers for `p` that store every value: no views, no sums fused
+    /// into maps (the reference the fused plan is tested against).
+    #[doc(hidden)]
+    pub fn unfused(p: &ArrayProgram) -> ArrayWorkspace {
+        let mut ws = Self::new(p);
+        let persist: Vec<bool> = (0..p.ops.len())
+            .map(|i| p.outputs.iter().any(|o| o.index() == i))
+            .collect();
+        ws.plan = Plan::new(p, &persist, false);
+        ws.bufs = ws.plan.lens.iter().map(|_| Vec::new()).collect();
+        ws
+    }
+
+    pub(crate) fn with_persist(p: &ArrayProgram, persist: Vec<bool>) -> ArrayWorkspace {
+        let plan = Plan::new(p, &persist, true);
+        // Buffers are allocated by the first run, so that building costs
+        // nothing that grows with the data.
+        let bufs = plan.lens.iter().map(|_| Vec::new()).collect();
+        ArrayWorkspace {
+            plan,
+            bufs,
+            regs: Vec::new(),
+            outs: Vec::new(),
+            scalar_regs: Registers::new(),
+            scalar_ins: Vec::new(),
+            scalar_outs: Vec::new(),
+            srcs: Vec::new(),
+            targets: Vec::new(),
+            accs: Vec::new(),
+            n_ops: p.ops.len(),
+        }
+    }
+
+    /// The value of `v` after a run (empty for a value that was not kept).
+    pub fn value(&self, v: AVar) -> &[f64] {
+        self.plan
+            .slot
+            .get(v.index())
+            .and_then(|&s| self.bufs.get(s))
+            .map_or(&[], |b| b.as_slice())
+    }
+
+    /// Output `k` of `p` after a run (empty if there is none).
+    pub fn output(&self, p: &ArrayProgram, k: usize) -> &[f64] {
+        p.outputs.get(k).map_or(&[], |&v| self.value(v))
+    }
+
+    /// Runs `p` on `inputs` (one slice per input, of its shape's length).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] for a wrong number of inputs or an input
+    /// of the wrong length; [`Error::GuardFailed`] where a guard no longer
+    /// holds (also a comparison inside a map body, in any element);
+    /// the program's defect if it has one.
+    pub fn run(&mut self, p: &ArrayProgram, inputs: &[&[f64]]) -> Result<()> {
+        self.run_masked(p, inputs, None)
+    }
+
+    /// Runs only the instructions with `mask[i]` (all if `None`); the
+    /// others keep the values of an earlier run.
+    pub(crate) fn run_masked(
+        &mut self,
+        p: &ArrayProgram,
+        inputs: &[&[f64]],
+        mask: Option<&[bool]>,
+    ) -> Result<()> {
+        if let Some(e) = &p.defect {
+            return Err(e.clone());
+        }
+        if self.n_ops != p.ops.len() {
+            return Err(Error::LengthMismatch {
+                what: "ArrayWorkspace: instructions of the program it was made for",
+                expected: self.n_ops,
+                got: p.ops.len(),
+            });
+        }
+        check_inputs(p, inputs)?;
+        for (b, &len) in self.bufs.iter_mut().zip(&self.plan.lens) {
+            if b.len() != len {
+                b.resize(len, 0.0);
+            }
+        }
+        for i in 0..p.ops.len() {
+            if mask.is_some_and(|m| !m.get(i).copied().unwrap_or(true)) {
+                continue;
+            }
+            self.exec(p, i, inputs)?;
+        }
+        for (gi, g) in p.guards.iter().enumerate() {
+            let a = self.value(g.a).first().copied().unwrap_or(f64::NAN);
+            let b = self.value(g.b).first().copied().unwrap_or(f64::NAN);
+            let now = a.partial_cmp(&b);
+            if now != g.ordering {
+                return Err(Error::GuardFailed {
+                    index: gi,
+                    traced: g.ordering,
+                    now,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    fn exec(&mut self, p: &ArrayProgram, i: usize, inputs: &[&[f64]]) -> Result<()> {
+        if self.plan.view[i].is_some() || self.plan.fused_sum[i] {
+            return Ok(());
+        }
+        if let ArrayOp::Map { body, args } = &p.ops[i] {
+            return self.exec_map(p, i, body, args);
+        }
+        let slot = self.plan.slot[i];
+        if slot == usize::MAX {
+            // A map output summed in its map's loop.
+            return Ok(());
+        }
+        let mut out = std::mem::take(&mut self.bufs[slot]);
+        let r = self.exec_into(p, i, inputs, &mut out);
+        self.bufs[slot] = out;
+        r
+    }
+
+    fn buf(&self, v: AVar) -> &[f64] {
+        &self.bufs[self.plan.slot[v.index()]]
+    }
+
+    fn exec_into(
+        &mut self,
+        p: &ArrayProgram,
+        i: usize,
+        inputs: &[&[f64]],
+        out: &mut [f64],
+    ) -> Result<()> {
+        match &p.ops[i] {
+            ArrayOp::Input(k) => {
+                out.copy_from_slice(inputs[*k as usize]);
+            }
+            ArrayOp::Fill(c) => out.fill(*c),
+            ArrayOp::Const(d) => out.copy_from_slice(d),
+            ArrayOp::MapOut(_) => {}
+            ArrayOp::Sum(a) => out[0] = sum(self.buf(*a)),
+            ArrayOp::Broadcast(a) => {
+                let c = self.buf(*a)[0];
+                out.fill(c);
+            }
+            ArrayOp::Slice { a, start } => {
+                let n = out.len();
+                out.copy_from_slice(&self.buf(*a)[*start..*start + n]);
+            }
+            ArrayOp::Pad { a, start } => {
+                let src = self.buf(*a);
+                out.fill(0.0);
+                out[*start..*start + src.len()].copy_from_slice(src);
+            }
+            ArrayOp::Gather { a, idx } => {
+                let src = self.buf(*a);
+                for (o, &j) in out.iter_mut().zip(idx.iter()) {
+                    *o = src[j as usize];
+                }
+            }
+            ArrayOp::ScatterAdd { a, idx } => {
+                let src = self.buf(*a);
+                out.fill(0.0);
+                for (&x, &j) in src.iter().zip(idx.iter()) {
+                    out[j as usize] += x;
+                }
+            }
+            ArrayOp::MatVec { m, v } => {
+                let x = self.buf(*v);
+                for (r, o) in out.iter_mut().enumerate() {
+                    *o = dot(m.row(r), x);
+                }
+            }
+            ArrayOp::VecMat { m, v } => {
+                let x = self.buf(*v);
+                out.fill(0.0);
+                for (r, &xr) in x.iter().enumerate() {
+                    for (o, &mij) in out.iter_mut().zip(m.row(r)) {
+                        *o += xr * mij;
+                    }
+                }
+            }
+            // Run by exec_map.
+            ArrayOp::Map { .. } => {}
+        }
+        Ok(())
+    }
+
+    /// Runs map `i`: its body over blocks of [`BLOCK`] elements, reading
+    /// arguments through their views and summing outputs that only a sum
+    /// reads.
+    fn exec_map(
+        &mut self,
+        p: &ArrayProgram,
+        i: usize,
+        body: &crate::program::Program,
+        args: &[AVar],
+    ) -> Result<()> {
+        let n_out = body.n_outputs();
+        let shape = p.shapes[i];
+        let n = shape.len();
+        // Where each argument comes from.
+        self.srcs.clear();
+        for &a in args {
+            let v = a.index();
+            let src = match self.plan.view[v] {
+                Some(w) => Src::View(w),
+                None if p.shapes[v] == Shape::Scalar => {
+                    Src::Scalar(self.bufs[self.plan.slot[v]][0])
+                }
+                None => Src::View(View {
+                    root: v,
+                    shift: 0,
+                    lo: 0,
+                    hi: n,
+                }),
+            };
+            self.srcs.push(src);
+        }
+        // The output buffers, taken out while the body runs.
+        let mut targets = std::mem::take(&mut self.targets);
+        targets.clear();
+        for k in 0..n_out {
+            let s = self.plan.slot[i + k];
+            targets.push(if s == usize::MAX {
+                Vec::new()
+            } else {
+                std::mem::take(&mut self.bufs[s])
+            });
+        }
+        let result = if shape == Shape::Scalar {
+            self.scalar_map(body, &mut targets)
+        } else {
+            self.block_map(i, body, n, &mut targets)
+        };
+        for (k, b) in targets.drain(..).enumerate() {
+            let s = self.plan.slot[i + k];
+            if s != usize::MAX {
+                self.bufs[s] = b;
+            }
+        }
+        self.targets = targets;
+        result
+    }
+
+    fn scalar_map(
+        &mut self,
+        body: &crate::program::Program,
+        targets: &mut [Vec<f64>],
+    ) -> Result<()> {
+        self.scalar_ins.clear();
+        for src in &self.srcs {
+            let x = match *src {
+                Src::Scalar(c) => c,
+                Src::View(w) => self.bufs[self.plan.slot[w.root]]
+                    .get((w.lo as isize + w.shift) as usize)
+                    .copied()
+                    .unwrap_or(0.0),
+            };
+            self.scalar_ins.push(x);
+        }
+        self.scalar_outs.resize(targets.len(), 0.0);
+        body.eval_f64(
+            &mut self.scalar_regs,
+            &self.scalar_ins,
+            &mut self.scalar_outs,
+        )?;
+        for (t, &y) in targets.iter_mut().zip(&self.scalar_outs) {
+            if let Some(slot) = t.first_mut() {
+                *slot = y;
+            }
+        }
+        Ok(())
+    }
+
+    fn block_map(
+        &mut self,
+        i: usize,
+        body: &crate::program::Program,
+        n: usize,
+        targets: &mut [Vec<f64>],
+    ) -> Result<()> {
+        let n_out = targets.len();
+        let mut regs = std::mem::take(&mut self.regs);
+        let mut outs = std::mem::take(&mut self.outs);
+        outs.resize(n_out, [0.0; BLOCK]);
+        // Partial sums of the outputs that only a sum reads, in the order
+        // of `sum` (four accumulators, then the last n mod 4 elements).
+        let mut accs = std::mem::take(&mut self.accs);
+        accs.clear();
+        accs.resize(n_out, ([0.0; 4], [0.0; 3]));
+        let head = n - n % 4;
+        let bufs = &self.bufs;
+        let slot = &self.plan.slot;
+        let srcs = &self.srcs;
+        let mut result = Ok(());
+        let mut i0 = 0;
+        while i0 < n {
+            let cnt = BLOCK.min(n - i0);
+            let input = |k: u32| -> [f64; BLOCK] {
+                match srcs.get(k as usize) {
+                    Some(Src::Scalar(c)) => [*c; BLOCK],
+                    Some(Src::View(w)) => read_block(&bufs[slot[w.root]], *w, i0, cnt),
+                    None => [f64::NAN; BLOCK],
+                }
+            };
+            if let Err(e) = body.eval_f64_block(&mut regs, input, &mut outs) {
+                result = Err(e);
+                break;
+            }
+            for (k, t) in targets.iter_mut().enumerate() {
+                if self.plan.sum_into[i + k].is_some() {
+                    let (acc, tail) = &mut accs[k];
+                    for (l, &y) in outs[k][..cnt].iter().enumerate() {
+                        let g = i0 + l;
+                        if g < head {
+                            acc[g % 4] += y;
+                        } else {
+                            tail[g - head] = y;
+                        }
+                    }
+                } else {
+                    t[i0..i0 + cnt].copy_from_slice(&outs[k][..cnt]);
+                }
+            }
+            i0 += BLOCK;
+        }
+        for (k, &(acc, tail)) in accs.iter().enumerate() {
+            if let Some(c) = self.plan.sum_into[i + k] {
+                let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+                // The last n mod 4 elements, one at a time, as `sum` adds them.
+                for &t in &tail[..n % 4] {
+                    s += t;
+                }
+                self.bufs[self.plan.slot[c]][0] = s;
+            }
+        }
+        self.regs = regs;
+        self.outs = outs;
+        self.accs = accs;
+        result
+    }
+}
+
+/// Elements `i0 .. i0 + cnt` of a view (zeros outside its range); the
+/// unused lanes of a short block repeat element `i0`, so that they keep
+/// every guard it keeps.
+#[inline]
+fn read_block(root: &[f64], w: View, i0: usize, cnt: usize) -> [f64; BLOCK] {
+    let at = |i: usize| -> f64 {
+        if i >= w.lo && i < w.hi {
+            root[(i as isize + w.shift) as usize]
+        } else {
+            0.0
+        }
+    };
+    if cnt == BLOCK && i0 >= w.lo && i0 + BLOCK <= w.hi {
+        let s = (i0 as isize + w.shift) as usize;
+        let mut x = [0.0; BLOCK];
+        x.copy_from_slice(&root[s..s + BLOCK]);
+        x
+    } else {
+        let mut x = [at(i0); BLOCK];
+        for (l, xl) in x.iter_mut().enumerate().take(cnt) {
+            *xl = at(i0 + l);
+        }
+        x
+    }
+}
+
+/// Checks the number and lengths of a program's inputs.
+pub(crate) fn check_inputs(p: &ArrayProgram, inputs: &[&[f64]]) -> Result<()> {
+    if inputs.len() != p.input_shapes.len() {
+        return Err(Error::LengthMismatch {
+            what: "array program inputs",
+            expected: p.input_shapes.len(),
+            got: inputs.len(),
+        });
+    }
+    for (x, s) in inputs.iter().zip(&p.input_shapes) {
+        if x.len() != s.len() {
+            return Err(Error::LengthMismatch {
+                what: "array program input length",
+                expected: s.len(),
+                got: x.len(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Σ xᵢ with four partial sums (the order is fixed, so results repeat bit
+/// for bit).
+pub(crate) fn sum(x: &[f64]) -> f64 {
+    let mut acc = [0.0; 4];
+    let chunks = x.chunks_exact(4);
+    let rem = chunks.remainder();
+    for c in chunks {
+        for l in 0..4 {
+            acc[l] += c[l];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for &r in rem {
+        s += r;
+    }
+    s
+}
+
+/// Σ aᵢ bᵢ with four partial sums.
+pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
+    let mut acc = [0.0; 4];
+    let ca = a.chunks_exact(4);
+    let cb = b.chunks_exact(4);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..4 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (x, y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+impl ArrayProgram {
+    /// Runs the program once on `inputs` (one slice per input) and returns
+    /// its outputs. For repeated runs, keep an [`ArrayWorkspace`].
+    ///
+    /// # Errors
+    ///
+    /// As [`ArrayWorkspace::run`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::array::{trace, Array};
+    ///
+    /// let p = trace(|x: &[_]| Ok(x[0].dot(&x[1])?), &[&[1.0, 2.0], &[3.0, 4.0]]).unwrap();
+    /// assert_eq!(p.eval(&[&[1.0, 2.0], &[3.0, 4.0]]).unwrap(), vec![vec![11.0]]);
+    /// ```
+    pub fn eval(&self, inputs: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
+        let mut ws = ArrayWorkspace::new(self);
+        ws.run(self, inputs)?;
+        Ok((0..self.outputs.len())
+            .map(|k| ws.output(self, k).to_vec())
+            .collect())
+    }
+}

@@ -1,0 +1,67 @@
+//! The array tier: data-parallel programs whose values are arrays of
+//! `f64`, differentiated as arrays.
+//!
+//! A scalar trace records one instruction per element; an array trace
+//! records one per array operation, so a model over a million data points
+//! is a handful of instructions, built in microseconds. The primitives
+//! are those of NumPy and JAX, and each has its value, pullback and
+//! pushforward written once:
+//!
+//! * `map` (elementwise, with a scalar [`crate::Program`] as body): its
+//!   pullback and pushforward are maps of the body's scalar pullback and
+//!   pushforward (the scalar ∂⃖ and ∂⃗ of this crate);
+//! * `sum` and `broadcast`, each the other's transpose;
+//! * `slice` and `pad`, each the other's transpose;
+//! * `gather` and `scatter_add`, each the other's transpose;
+//! * `matvec` (`M v`) and `vecmat` (`Mᵀ v`) with constant matrices held
+//!   by reference count, each the other's transpose.
+//!
+//! The design follows the differentiation of data-parallel programs in
+//! Futhark (Schenck, Rønning, Henriksen & Oancea, "AD for an array language
+//! with nested parallelism", SC22) and Knossos's array primitives: keep
+//! the structure in the program and differentiate it as structure.
+//!
+//! User code is written once against [`Array`], and runs on
+//! [`Dense<f64>`] (native), [`Dense`] of num-dual numbers (forward mode),
+//! [`Dense<Tracer>`](crate::Tracer) (a scalar trace) and [`TArray`] (an
+//! array trace). The book's chapter "Arrays" gives the rules as math and a
+//! worked logistic-regression example.
+//!
+//! # Example
+//!
+//! ```
+//! use approx::assert_relative_eq;
+//! use optic_ad::array::{self, Array, Dense};
+//!
+//! fn rosenbrock<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+//!     let n = x.len();
+//!     let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
+//!     Ok(a.map2(&b, |a, b| {
+//!         let t = b - a * a;
+//!         let u = -a + 1.0;
+//!         t * t * 100.0 + u * u
+//!     })?
+//!     .sum())
+//! }
+//! let x = vec![0.5; 1000];
+//! let g = array::gradient(rosenbrock, &x).unwrap();
+//! // The same function on a scalar trace, one instruction per element:
+//! let g2 = optic_ad::gradient(|x| rosenbrock(&Dense::new(x.to_vec())), &x).unwrap();
+//! for (a, b) in g.iter().zip(&g2) {
+//!     assert_relative_eq!(a, b, max_relative = 1e-14);
+//! }
+//! ```
+
+mod api;
+mod drivers;
+mod exec;
+mod ir;
+mod trace;
+mod transform;
+
+pub use api::{Array, Dense, Indices};
+pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
+pub use exec::ArrayWorkspace;
+pub use ir::{AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayProgram, Matrix, Shape};
+pub use trace::{trace, ArrayOutput, TArray, TScalar};
+pub use transform::{forward, reverse_joint};

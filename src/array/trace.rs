@@ -1,0 +1,547 @@
+//! Tracing array code: [`TArray`] and [`TScalar`] record one instruction
+//! per array operation into the active array trace.
+
+use std::cell::RefCell;
+use std::cmp::Ordering;
+use std::collections::HashMap;
+use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::Arc;
+
+use super::api::{Array, Indices};
+use super::exec::ArrayWorkspace;
+use super::ir::{AVar, ArrayBuilder, ArrayProgram, Matrix, Shape};
+use crate::error::{Error, Result};
+use crate::program::{Builder, Program, Tracer, Var};
+use crate::real::{private, Real};
+use crate::rules::{CustomRule, Prim};
+
+struct Frame {
+    id: u64,
+    builder: ArrayBuilder,
+    point: Vec<Vec<f64>>,
+}
+
+thread_local! {
+    static STACK: RefCell<Vec<Frame>> = const { RefCell::new(Vec::new()) };
+    static PRIM_BODIES: RefCell<HashMap<(Prim, i32), Arc<Program>>> = RefCell::new(HashMap::new());
+}
+
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The trace id of a handle made with no array trace active.
+const ORPHAN: u64 = 0;
+
+/// A traced vector: a handle to a value of the active array trace. Every
+/// operation on it records one instruction, whatever its length.
+#[derive(Clone, Copy)]
+pub struct TArray {
+    trace: u64,
+    var: AVar,
+    len: usize,
+}
+
+/// A traced scalar of an array trace (a sum, a dot product, an element):
+/// a [`Real`], so ordinary scalar code runs on it. Comparisons evaluate
+/// the trace so far at the trace point and record a guard.
+#[derive(Clone, Copy)]
+pub struct TScalar {
+    trace: u64,
+    var: AVar,
+}
+
+impl std::fmt::Debug for TArray {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "TArray(v{} @ trace {}, len {})",
+            self.var.0, self.trace, self.len
+        )
+    }
+}
+
+impl std::fmt::Debug for TScalar {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "TScalar(v{} @ trace {})", self.var.0, self.trace)
+    }
+}
+
+/// Runs `build` on the top frame's builder with the operands' values, or
+/// poisons the frame if an operand belongs to another trace. `None` if no
+/// array trace is active.
+fn with_top<R>(traces: &[u64], build: impl FnOnce(&mut ArrayBuilder) -> R) -> Option<(u64, R)> {
+    STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let top = stack.last_mut()?;
+        if let Some(&bad) = traces.iter().find(|&&t| t != top.id) {
+            top.builder.poison(Error::ForeignTracer { trace: bad });
+        }
+        let r = build(&mut top.builder);
+        Some((top.id, r))
+    })
+}
+
+fn poison(e: Error) {
+    STACK.with(|s| {
+        if let Some(top) = s.borrow_mut().last_mut() {
+            top.builder.poison(e);
+        }
+    });
+}
+
+fn scalar_of(r: Option<(u64, AVar)>) -> TScalar {
+    match r {
+        Some((trace, var)) => TScalar { trace, var },
+        None => TScalar {
+            trace: ORPHAN,
+            var: AVar(0),
+        },
+    }
+}
+
+fn array_of(r: Option<(u64, AVar)>, len: usize) -> TArray {
+    match r {
+        Some((trace, var)) => TArray { trace, var, len },
+        None => TArray {
+            trace: ORPHAN,
+            var: AVar(0),
+            len,
+        },
+    }
+}
+
+/// The one-primitive body `prim(x₀, …)`, shared per primitive.
+fn prim_body(prim: Prim, param: i32) -> Arc<Program> {
+    PRIM_BODIES.with(|c| {
+        c.borrow_mut()
+            .entry((prim, param))
+            .or_insert_with(|| {
+                let mut b = Builder::new();
+                let x: Vec<Var> = (0..prim.arity()).map(|_| b.input()).collect();
+                let y = b.apply(prim, param, &x);
+                Arc::new(b.finish_unchecked(&[y]))
+            })
+            .clone()
+    })
+}
+
+/// Traces a scalar body of `n` inputs; `None` (and the frame poisoned) if
+/// tracing fails.
+fn trace_body(n: usize, f: impl FnOnce(&[Tracer]) -> Tracer) -> Option<Arc<Program>> {
+    // The point is arbitrary (bodies are traced once for all elements);
+    // 0.5 is inside the domain of every primitive.
+    match crate::program::trace(|x| vec![f(x)], &vec![0.5; n]) {
+        Ok(p) => Some(Arc::new(p)),
+        Err(e) => {
+            poison(e);
+            None
+        }
+    }
+}
+
+fn map_traced(
+    args: &[TArray],
+    scalars: &[TScalar],
+    body: Option<Arc<Program>>,
+    len: usize,
+) -> TArray {
+    let Some(body) = body else {
+        return array_of(None, len);
+    };
+    let mut traces: Vec<u64> = args.iter().map(|a| a.trace).collect();
+    traces.extend(scalars.iter().map(|s| s.trace));
+    let vars: Vec<AVar> = args
+        .iter()
+        .map(|a| a.var)
+        .chain(scalars.iter().map(|s| s.var))
+        .collect();
+    let r = with_top(&traces, |b| b.map(body, &vars)[0]);
+    array_of(r, len)
+}
+
+fn check_len(what: &'static str, a: usize, b: usize) -> Result<()> {
+    if a == b {
+        Ok(())
+    } else {
+        Err(Error::LengthMismatch {
+            what,
+            expected: a,
+            got: b,
+        })
+    }
+}
+
+impl Array for TArray {
+    type Scalar = TScalar;
+    type Elem = Tracer;
+
+    fn len(&self) -> usize {
+        self.len
+    }
+
+    fn map(&self, f: impl Fn(Tracer) -> Tracer) -> Self {
+        let body = trace_body(1, |x| f(x[0]));
+        map_traced(&[*self], &[], body, self.len)
+    }
+
+    fn map2(&self, b: &Self, f: impl Fn(Tracer, Tracer) -> Tracer) -> Result<Self> {
+        check_len("map2: second array", self.len, b.len)?;
+        let body = trace_body(2, |x| f(x[0], x[1]));
+        Ok(map_traced(&[*self, *b], &[], body, self.len))
+    }
+
+    fn map3(
+        &self,
+        b: &Self,
+        c: &Self,
+        f: impl Fn(Tracer, Tracer, Tracer) -> Tracer,
+    ) -> Result<Self> {
+        check_len("map3: second array", self.len, b.len)?;
+        check_len("map3: third array", self.len, c.len)?;
+        let body = trace_body(3, |x| f(x[0], x[1], x[2]));
+        Ok(map_traced(&[*self, *b, *c], &[], body, self.len))
+    }
+
+    fn map_with(&self, s: TScalar, f: impl Fn(Tracer, Tracer) -> Tracer) -> Self {
+        let body = trace_body(2, |x| f(x[0], x[1]));
+        map_traced(&[*self], &[s], body, self.len)
+    }
+
+    fn sum(&self) -> TScalar {
+        scalar_of(with_top(&[self.trace], |b| b.sum(self.var)))
+    }
+
+    fn slice(&self, start: usize, len: usize) -> Result<Self> {
+        match start.checked_add(len) {
+            Some(e) if e <= self.len => {}
+            _ => {
+                return Err(Error::IndexOutOfRange {
+                    what: "slice: end",
+                    index: start.saturating_add(len),
+                    len: self.len,
+                })
+            }
+        }
+        Ok(array_of(
+            with_top(&[self.trace], |b| b.slice(self.var, start, len)),
+            len,
+        ))
+    }
+
+    fn gather(&self, idx: &Indices) -> Result<Self> {
+        if let Some(&bad) = idx.0.iter().find(|&&i| i as usize >= self.len) {
+            return Err(Error::IndexOutOfRange {
+                what: "gather: index",
+                index: bad as usize,
+                len: self.len,
+            });
+        }
+        Ok(array_of(
+            with_top(&[self.trace], |b| b.gather(self.var, idx.0.clone())),
+            idx.len(),
+        ))
+    }
+
+    fn scatter_add(&self, idx: &Indices, len: usize) -> Result<Self> {
+        check_len("scatter_add: indices vs values", self.len, idx.len())?;
+        if let Some(&bad) = idx.0.iter().find(|&&i| i as usize >= len) {
+            return Err(Error::IndexOutOfRange {
+                what: "scatter_add: index",
+                index: bad as usize,
+                len,
+            });
+        }
+        Ok(array_of(
+            with_top(&[self.trace], |b| {
+                b.scatter_add(self.var, idx.0.clone(), len)
+            }),
+            len,
+        ))
+    }
+
+    fn matvec(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
+        check_len("matvec: vector vs matrix columns", m.cols(), v.len)?;
+        Ok(array_of(
+            with_top(&[v.trace], |b| b.matvec(m.clone(), v.var)),
+            m.rows(),
+        ))
+    }
+
+    fn vecmat(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
+        check_len("vecmat: vector vs matrix rows", m.rows(), v.len)?;
+        Ok(array_of(
+            with_top(&[v.trace], |b| b.vecmat(m.clone(), v.var)),
+            m.cols(),
+        ))
+    }
+
+    fn fill(s: TScalar, len: usize) -> Self {
+        array_of(
+            with_top(&[s.trace], |b| b.broadcast(s.var, Shape::Vector(len))),
+            len,
+        )
+    }
+
+    fn constant(data: &Arc<[f64]>) -> Self {
+        array_of(with_top(&[], |b| b.constant(data.clone())), data.len())
+    }
+
+    fn concat(&self, other: &Self) -> Self {
+        let n = self.len + other.len;
+        array_of(
+            with_top(&[self.trace, other.trace], |b| {
+                let a = b.pad(self.var, 0, n);
+                let c = b.pad(other.var, self.len, n);
+                b.add(a, c)
+            }),
+            n,
+        )
+    }
+}
+
+/// The value of a scalar at the trace point: the trace so far, evaluated.
+fn primal_of(t: TScalar) -> f64 {
+    let snapshot = STACK.with(|s| {
+        let stack = s.borrow();
+        let top = stack.iter().find(|f| f.id == t.trace)?;
+        let p = ArrayProgram {
+            input_shapes: top.point.iter().map(|x| Shape::Vector(x.len())).collect(),
+            ops: top.builder.ops().to_vec(),
+            shapes: (0..top.builder.len())
+                .map(|i| top.builder.shape(AVar(i as u32)))
+                .collect(),
+            outputs: vec![t.var],
+            guards: Vec::new(),
+            defect: None,
+        }
+        .dce();
+        Some((p, top.point.clone()))
+    });
+    let Some((p, point)) = snapshot else {
+        return f64::NAN;
+    };
+    let inputs: Vec<&[f64]> = point.iter().map(Vec::as_slice).collect();
+    let mut ws = ArrayWorkspace::new(&p);
+    match ws.run(&p, &inputs) {
+        Ok(()) => ws.output(&p, 0).first().copied().unwrap_or(f64::NAN),
+        Err(_) => f64::NAN,
+    }
+}
+
+fn constant(c: f64) -> TScalar {
+    scalar_of(with_top(&[], |b| b.fill(c, Shape::Scalar)))
+}
+
+fn apply_scalar(x: &[TScalar], body: Arc<Program>) -> TScalar {
+    let traces: Vec<u64> = x.iter().map(|s| s.trace).collect();
+    let vars: Vec<AVar> = x.iter().map(|s| s.var).collect();
+    scalar_of(with_top(&traces, |b| b.map(body, &vars)[0]))
+}
+
+fn compare(a: TScalar, b: TScalar) -> Option<Ordering> {
+    let ord = primal_of(a).partial_cmp(&primal_of(b));
+    with_top(&[a.trace, b.trace], |bl| bl.guard(a.var, b.var, ord));
+    ord
+}
+
+impl private::Internal for TScalar {
+    fn primal(&self) -> f64 {
+        primal_of(*self)
+    }
+    fn from_tracer(_t: Tracer) -> Option<Self> {
+        None
+    }
+    fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
+        apply_scalar(x, prim_body(prim, param))
+    }
+    fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
+        let mut b = Builder::new();
+        let v: Vec<Var> = x.iter().map(|_| b.input()).collect();
+        let y = b.custom(rule, &v);
+        match b.finish(&[y]) {
+            Ok(p) => apply_scalar(x, Arc::new(p)),
+            Err(e) => {
+                poison(e);
+                constant(f64::NAN)
+            }
+        }
+    }
+}
+
+impl Real for TScalar {
+    fn cst(c: f64) -> Self {
+        constant(c)
+    }
+}
+
+macro_rules! binop {
+    ($tr:ident, $m:ident, $tra:ident, $ma:ident, $p:ident) => {
+        impl $tr for TScalar {
+            type Output = TScalar;
+            fn $m(self, rhs: TScalar) -> TScalar {
+                apply_scalar(&[self, rhs], prim_body(Prim::$p, 0))
+            }
+        }
+        impl $tr<f64> for TScalar {
+            type Output = TScalar;
+            fn $m(self, rhs: f64) -> TScalar {
+                apply_scalar(&[self, constant(rhs)], prim_body(Prim::$p, 0))
+            }
+        }
+        impl $tr<TScalar> for f64 {
+            type Output = TScalar;
+            fn $m(self, rhs: TScalar) -> TScalar {
+                apply_scalar(&[constant(self), rhs], prim_body(Prim::$p, 0))
+            }
+        }
+        impl $tra for TScalar {
+            fn $ma(&mut self, rhs: TScalar) {
+                *self = $tr::$m(*self, rhs);
+            }
+        }
+    };
+}
+
+binop!(Add, add, AddAssign, add_assign, Add);
+binop!(Sub, sub, SubAssign, sub_assign, Sub);
+binop!(Mul, mul, MulAssign, mul_assign, Mul);
+binop!(Div, div, DivAssign, div_assign, Div);
+
+impl Neg for TScalar {
+    type Output = TScalar;
+    fn neg(self) -> TScalar {
+        apply_scalar(&[self], prim_body(Prim::Neg, 0))
+    }
+}
+
+impl PartialEq for TScalar {
+    /// Compares values at the trace point and records a guard.
+    fn eq(&self, other: &TScalar) -> bool {
+        compare(*self, *other) == Some(Ordering::Equal)
+    }
+}
+
+impl PartialOrd for TScalar {
+    /// Compares values at the trace point and records a guard.
+    fn partial_cmp(&self, other: &TScalar) -> Option<Ordering> {
+        compare(*self, *other)
+    }
+}
+
+impl PartialEq<f64> for TScalar {
+    fn eq(&self, other: &f64) -> bool {
+        compare(*self, constant(*other)) == Some(Ordering::Equal)
+    }
+}
+
+impl PartialOrd<f64> for TScalar {
+    fn partial_cmp(&self, other: &f64) -> Option<Ordering> {
+        compare(*self, constant(*other))
+    }
+}
+
+/// What a traced array function returns: a scalar, a vector, or several.
+pub trait ArrayOutput {
+    /// The values, in order.
+    #[doc(hidden)]
+    fn vars(&self) -> Vec<(u64, AVar)>;
+}
+
+impl ArrayOutput for TScalar {
+    fn vars(&self) -> Vec<(u64, AVar)> {
+        vec![(self.trace, self.var)]
+    }
+}
+
+impl ArrayOutput for TArray {
+    fn vars(&self) -> Vec<(u64, AVar)> {
+        vec![(self.trace, self.var)]
+    }
+}
+
+impl<O: ArrayOutput> ArrayOutput for Vec<O> {
+    fn vars(&self) -> Vec<(u64, AVar)> {
+        self.iter().flat_map(ArrayOutput::vars).collect()
+    }
+}
+
+/// Removes the frame on drop, so that a panic in user code leaves the
+/// stack clean.
+struct FrameGuard(u64);
+
+impl Drop for FrameGuard {
+    fn drop(&mut self) {
+        STACK.with(|s| {
+            if let Ok(mut stack) = s.try_borrow_mut() {
+                if let Some(pos) = stack.iter().rposition(|f| f.id == self.0) {
+                    stack.remove(pos);
+                }
+            }
+        });
+    }
+}
+
+/// Traces array code into an [`ArrayProgram`]: `f` gets one [`TArray`] per
+/// input (of the lengths of `x`) and returns its outputs (a [`TScalar`], a
+/// [`TArray`], or a `Vec` of either). The program has one instruction per
+/// array operation, whatever the lengths: tracing costs no more for a
+/// million elements than for ten. The values of `x` are read only where
+/// the code compares scalars (`if loss > 0.0`): the comparison evaluates
+/// the trace so far there and records a guard.
+///
+/// # Errors
+///
+/// An error `f` returns (shape errors of the array operations);
+/// [`Error::ForeignTracer`] for a value of another trace;
+/// [`Error::CapturedOutsideTrace`] if a map body captures a scalar tracer.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::array::{trace, Array};
+/// use optic_ad::Real;
+///
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.exp()).sum()), &[&[0.0; 1000]]).unwrap();
+/// assert!(p.len() <= 3); // input, map, sum
+/// assert_eq!(p.eval(&[&[0.0; 1000]]).unwrap()[0], vec![1000.0]);
+/// ```
+pub fn trace<O: ArrayOutput>(
+    f: impl FnOnce(&[TArray]) -> Result<O>,
+    x: &[&[f64]],
+) -> Result<ArrayProgram> {
+    let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
+    let mut builder = ArrayBuilder::new();
+    let inputs: Vec<TArray> = x
+        .iter()
+        .map(|xi| TArray {
+            trace: id,
+            var: builder.input(Shape::Vector(xi.len())),
+            len: xi.len(),
+        })
+        .collect();
+    STACK.with(|s| {
+        s.borrow_mut().push(Frame {
+            id,
+            builder,
+            point: x.iter().map(|v| v.to_vec()).collect(),
+        })
+    });
+    let guard = FrameGuard(id);
+    let out = f(&inputs);
+    let frame = STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let pos = stack.iter().rposition(|fr| fr.id == id)?;
+        Some(stack.remove(pos))
+    });
+    drop(guard);
+    let out = out?;
+    let Some(frame) = frame else {
+        return Err(Error::ForeignTracer { trace: id });
+    };
+    let vars = out.vars();
+    if let Some(&(bad, _)) = vars.iter().find(|(t, _)| *t != id) {
+        return Err(Error::ForeignTracer { trace: bad });
+    }
+    let outs: Vec<AVar> = vars.into_iter().map(|(_, v)| v).collect();
+    frame.builder.finish(&outs)
+}

@@ -1,0 +1,279 @@
+//! ∂⃖ and ∂⃗ on array programs: one rule per array primitive, written
+//! against the [`ArrayBuilder`]; a map's rules are maps of its body's
+//! scalar pullback and pushforward.
+
+use std::sync::Arc;
+
+use rustc_hash::FxHashMap;
+
+use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram, Shape};
+use crate::error::Result;
+use crate::functor::{forward as scalar_forward, reverse_joint as scalar_reverse_joint};
+use crate::program::{Program, Seed};
+
+/// Derived bodies, one per (body, which cotangents or tangents are
+/// present), so that a body used by many maps is differentiated once and
+/// the derived maps share it (and CSE can merge them).
+#[derive(Default)]
+struct BodyCache {
+    vjp: FxHashMap<(usize, Vec<bool>), Arc<Program>>,
+    jvp: FxHashMap<(usize, Vec<bool>), Arc<Program>>,
+}
+
+impl BodyCache {
+    /// The pullback body of `body` for the outputs with `present[k]`:
+    /// inputs `(x₀ … x_{n−1}, ȳ_k for each present k)`, outputs
+    /// `(x̄₀ … x̄_{n−1})`. Absent cotangents are structural zeros.
+    fn vjp(&mut self, body: &Arc<Program>, present: &[bool]) -> Arc<Program> {
+        let key = (Arc::as_ptr(body) as usize, present.to_vec());
+        if let Some(p) = self.vjp.get(&key) {
+            return p.clone();
+        }
+        let n = body.n_inputs();
+        let m = body.n_outputs();
+        let joint = scalar_reverse_joint(body);
+        let mut seeds = vec![Seed::Free; n];
+        seeds.extend(
+            present
+                .iter()
+                .map(|&p| if p { Seed::Free } else { Seed::Zero }),
+        );
+        let keep: Vec<usize> = (m..m + n).collect();
+        let p = Arc::new(
+            joint
+                .specialize_seeds(&seeds, &keep)
+                .unwrap_or_else(|_| joint.clone()),
+        );
+        self.vjp.insert(key, p.clone());
+        p
+    }
+
+    /// The pushforward body of `body` for the inputs with `present[j]`:
+    /// inputs `(x₀ … x_{n−1}, ẋ_j for each present j)`, outputs
+    /// `(ẏ₀ … ẏ_{m−1})`.
+    fn jvp(&mut self, body: &Arc<Program>, present: &[bool]) -> Arc<Program> {
+        let key = (Arc::as_ptr(body) as usize, present.to_vec());
+        if let Some(p) = self.jvp.get(&key) {
+            return p.clone();
+        }
+        let n = body.n_inputs();
+        let m = body.n_outputs();
+        let f = scalar_forward(body);
+        let mut seeds = vec![Seed::Free; n];
+        seeds.extend(
+            present
+                .iter()
+                .map(|&p| if p { Seed::Free } else { Seed::Zero }),
+        );
+        let keep: Vec<usize> = (m..2 * m).collect();
+        let p = Arc::new(
+            f.specialize_seeds(&seeds, &keep)
+                .unwrap_or_else(|_| f.clone()),
+        );
+        self.jvp.insert(key, p.clone());
+        p
+    }
+}
+
+/// The joint program of ∂⃖ on an array program: from `P(x) → y` build
+/// `J(x, ȳ) → (y, x̄)` with `x̄ = J_P(x)ᵀ ȳ`, the pullback emitted in
+/// reverse instruction order, one rule per instruction:
+///
+/// | instruction | cotangent contribution |
+/// |---|---|
+/// | `y = map(body, a…)` | `ā… = map(body*, a…, ȳ…)`, summed over a broadcast scalar `a` |
+/// | `s = sum(a)` | `ā = broadcast(s̄)` |
+/// | `v = broadcast(s)` | `s̄ = sum(v̄)` |
+/// | `v = slice(a, k)` | `ā = pad(v̄, k)` |
+/// | `v = pad(a, k)` | `ā = slice(v̄, k)` |
+/// | `v = gather(a, idx)` | `ā = scatter_add(v̄, idx)` |
+/// | `v = scatter_add(a, idx)` | `ā = gather(v̄, idx)` |
+/// | `v = M a` | `ā = Mᵀ v̄` |
+/// | `v = Mᵀ a` | `ā = M v̄` |
+///
+/// where `body*` is the scalar pullback of the body (the scalar ∂⃖,
+/// [`crate::functor::reverse_joint`]). Fan-out adds cotangents; an input
+/// nothing depends on gets zeros. Because the result is an array program
+/// again, ∂⃖ and ∂⃗ apply to it as often as the order requires.
+///
+/// Inputs `[x…, ȳ…]` (ȳ of each output's shape), outputs `[y…, x̄…]`.
+///
+/// # Errors
+///
+/// None for programs built by this crate (the builder checks shapes; an
+/// error here would mean a bug in a rule).
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::array::{reverse_joint, trace, Array};
+/// use optic_ad::Real;
+///
+/// // f(x) = Σ sin(xᵢ): J(x, ȳ) = (f, ȳ cos(x)).
+/// let x = [0.1, 0.2];
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.sin()).sum()), &[&x]).unwrap();
+/// let j = reverse_joint(&p).unwrap();
+/// let out = j.eval(&[&x, &[2.0]]).unwrap();
+/// assert_eq!(out[1], vec![2.0 * 0.1_f64.cos(), 2.0 * 0.2_f64.cos()]);
+/// ```
+pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
+    let mut cache = BodyCache::default();
+    let mut b = ArrayBuilder::new();
+    let xs: Vec<AVar> = p.input_shapes.iter().map(|&s| b.input(s)).collect();
+    let map = p.inline_into(&mut b, &xs);
+    let ybar: Vec<AVar> = p.output_shapes().into_iter().map(|s| b.input(s)).collect();
+    let n = p.ops.len();
+    let mut adj: Vec<Option<AVar>> = vec![None; n];
+    fn acc(b: &mut ArrayBuilder, slot: &mut Option<AVar>, c: AVar) {
+        *slot = Some(match *slot {
+            Some(prev) => b.add(prev, c),
+            None => c,
+        });
+    }
+    for (j, o) in p.outputs.iter().enumerate() {
+        acc(&mut b, &mut adj[o.index()], ybar[j]);
+    }
+    let mut input_of = vec![None; p.input_shapes.len()];
+    for i in (0..n).rev() {
+        let m = |v: AVar| map[v.index()];
+        match &p.ops[i] {
+            ArrayOp::Input(k) => input_of[*k as usize] = Some(i),
+            ArrayOp::Fill(_) | ArrayOp::Const(_) | ArrayOp::MapOut(_) => {}
+            ArrayOp::Map { body, args } => {
+                let n_out = body.n_outputs();
+                let cts: Vec<Option<AVar>> = (0..n_out).map(|k| adj[i + k]).collect();
+                if cts.iter().all(Option::is_none) {
+                    continue;
+                }
+                let present: Vec<bool> = cts.iter().map(Option::is_some).collect();
+                let vjp = cache.vjp(body, &present);
+                let mut vargs: Vec<AVar> = args.iter().map(|&a| m(a)).collect();
+                vargs.extend(cts.iter().flatten().copied());
+                let contribs = b.map(vjp, &vargs);
+                let map_shape = p.shapes[i];
+                for (&a, c) in args.iter().zip(contribs) {
+                    if matches!(p.ops[a.index()], ArrayOp::Fill(_) | ArrayOp::Const(_)) {
+                        continue;
+                    }
+                    let c = if p.shapes[a.index()] == Shape::Scalar && map_shape != Shape::Scalar {
+                        b.sum(c)
+                    } else {
+                        c
+                    };
+                    if b.is_zero(c) {
+                        continue;
+                    }
+                    acc(&mut b, &mut adj[a.index()], c);
+                }
+            }
+            op => {
+                let Some(ct) = adj[i] else { continue };
+                let (a, c) = match op {
+                    ArrayOp::Sum(a) => (*a, b.broadcast(ct, p.shapes[a.index()])),
+                    ArrayOp::Broadcast(a) => (*a, b.sum(ct)),
+                    ArrayOp::Slice { a, start } => {
+                        (*a, b.pad(ct, *start, p.shapes[a.index()].len()))
+                    }
+                    ArrayOp::Pad { a, start } => {
+                        (*a, b.slice(ct, *start, p.shapes[a.index()].len()))
+                    }
+                    ArrayOp::Gather { a, idx } => (
+                        *a,
+                        b.scatter_add(ct, idx.clone(), p.shapes[a.index()].len()),
+                    ),
+                    ArrayOp::ScatterAdd { a, idx } => (*a, b.gather(ct, idx.clone())),
+                    ArrayOp::MatVec { m: mat, v } => (*v, b.vecmat(mat.clone(), ct)),
+                    ArrayOp::VecMat { m: mat, v } => (*v, b.matvec(mat.clone(), ct)),
+                    _ => continue,
+                };
+                if !b.is_zero(c) {
+                    acc(&mut b, &mut adj[a.index()], c);
+                }
+            }
+        }
+    }
+    let mut outs: Vec<AVar> = p.outputs.iter().map(|o| map[o.index()]).collect();
+    for (k, slot) in input_of.into_iter().enumerate() {
+        let g = slot.and_then(|i| adj[i]);
+        outs.push(g.unwrap_or_else(|| b.fill(0.0, p.input_shapes[k])));
+    }
+    b.finish(&outs)
+}
+
+/// ∂⃗ on an array program: from `P(x) → y` build `F(x, ẋ) → (y, ẏ)` with
+/// `ẏ = J_P(x) ẋ`. Linear instructions (sum, broadcast, slice, pad,
+/// gather, scatter-add, matvec) apply to tangents unchanged; a map's
+/// tangent is a map of the body's scalar pushforward
+/// ([`crate::functor::forward`]). Tangents known to be zero are structural
+/// and emit nothing.
+///
+/// Inputs `[x…, ẋ…]`, outputs `[y…, ẏ…]`.
+///
+/// # Errors
+///
+/// As [`reverse_joint`].
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::array::{forward, trace, Array};
+///
+/// // f(x) = Σ xᵢ³: ẏ = Σ 3xᵢ² ẋᵢ.
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t * t * t).sum()), &[&[1.0, 2.0]]).unwrap();
+/// let f = forward(&p).unwrap();
+/// let out = f.eval(&[&[1.0, 2.0], &[1.0, 1.0]]).unwrap();
+/// assert_eq!(out[1], vec![15.0]);
+/// ```
+pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
+    let mut cache = BodyCache::default();
+    let mut b = ArrayBuilder::new();
+    let xs: Vec<AVar> = p.input_shapes.iter().map(|&s| b.input(s)).collect();
+    let xdots: Vec<AVar> = p.input_shapes.iter().map(|&s| b.input(s)).collect();
+    let map = p.inline_into(&mut b, &xs);
+    let n = p.ops.len();
+    let mut tangent: Vec<Option<AVar>> = vec![None; n];
+    let mut i = 0;
+    while i < n {
+        let m = |v: AVar| map[v.index()];
+        let t = |v: &AVar| tangent[v.index()];
+        let shape = p.shapes[i];
+        let new = match &p.ops[i] {
+            ArrayOp::Input(k) => Some(xdots[*k as usize]),
+            ArrayOp::Fill(_) | ArrayOp::Const(_) | ArrayOp::MapOut(_) => None,
+            ArrayOp::Map { body, args } => {
+                let n_out = body.n_outputs();
+                let ts: Vec<Option<AVar>> = args.iter().map(t).collect();
+                if ts.iter().any(Option::is_some) {
+                    let present: Vec<bool> = ts.iter().map(Option::is_some).collect();
+                    let jvp = cache.jvp(body, &present);
+                    let mut fargs: Vec<AVar> = args.iter().map(|&a| m(a)).collect();
+                    fargs.extend(ts.iter().flatten().copied());
+                    let outs = b.map(jvp, &fargs);
+                    for (k, o) in outs.into_iter().enumerate() {
+                        tangent[i + k] = (!b.is_zero(o)).then_some(o);
+                    }
+                }
+                i += n_out.max(1);
+                continue;
+            }
+            ArrayOp::Sum(a) => t(a).map(|ta| b.sum(ta)),
+            ArrayOp::Broadcast(a) => t(a).map(|ta| b.broadcast(ta, shape)),
+            ArrayOp::Slice { a, start } => t(a).map(|ta| b.slice(ta, *start, shape.len())),
+            ArrayOp::Pad { a, start } => t(a).map(|ta| b.pad(ta, *start, shape.len())),
+            ArrayOp::Gather { a, idx } => t(a).map(|ta| b.gather(ta, idx.clone())),
+            ArrayOp::ScatterAdd { a, idx } => {
+                t(a).map(|ta| b.scatter_add(ta, idx.clone(), shape.len()))
+            }
+            ArrayOp::MatVec { m: mat, v } => t(v).map(|tv| b.matvec(mat.clone(), tv)),
+            ArrayOp::VecMat { m: mat, v } => t(v).map(|tv| b.vecmat(mat.clone(), tv)),
+        };
+        tangent[i] = new.filter(|&v| !b.is_zero(v));
+        i += 1;
+    }
+    let mut outs: Vec<AVar> = p.outputs.iter().map(|o| map[o.index()]).collect();
+    for o in &p.outputs {
+        let tv = tangent[o.index()];
+        outs.push(tv.unwrap_or_else(|| b.fill(0.0, p.shapes[o.index()])));
+    }
+    b.finish(&outs)
+}

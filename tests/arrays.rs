@@ -1,0 +1,555 @@
+//! The array tier, checked against independent computations:
+//!
+//! * the same generic function run as a scalar trace (`Dense<Tracer>`, one
+//!   instruction per element) through the scalar drivers;
+//! * num-dual forward mode on `Dense<Dual64>`, `Dense<HyperDual64>` and
+//!   `Dense<Dual3_64>`;
+//! * the functor laws of ∂⃗ and ∂⃖ on random array programs, by action, at
+//!   orders 1–3;
+//! * native `Dense<f64>` against the array evaluator.
+//!
+//! Tolerance 1e-12 relative to the scale of the compared vector: the array
+//! and scalar paths evaluate the same arithmetic, but sums run in a
+//! different association (four partial sums in the array evaluator, CSE
+//! and folding differ between the two builders), which moves a result by
+//! a few ulps of the sum of magnitudes; the generator keeps values of order
+//! 1, so 1e-12 leaves a margin of about 10³ while any wrong term is of
+//! order 1.
+
+use std::sync::Arc;
+
+use num_dual::{Dual3_64, Dual64, HyperDual64};
+use optic_ad::array::{
+    self, directional3, forward, reverse_joint, Array, ArrayProgram, Dense, Indices, Matrix, TArray,
+};
+use optic_ad::{Error, Real, Tracer};
+use proptest::prelude::*;
+use typenum::U3;
+
+const TOL: f64 = 1e-12;
+
+/// One step of a random array function on vectors of length `n`.
+#[derive(Clone, Debug)]
+enum Step {
+    /// `map` with unary body `k`.
+    Unary(u8),
+    /// `map2` of the current value with the value `j` steps back, body `k`.
+    Binary(u8, usize),
+    /// `map_with` the sum of the current value, body `k`.
+    WithSum(u8),
+    /// A rotation by `k` (two slices, concatenated).
+    Rotate(usize),
+    /// `gather` with these indices.
+    Gather(Vec<usize>),
+    /// `scatter_add` with these indices.
+    Scatter(Vec<usize>),
+    /// `matvec` with this `n × n` matrix (row-major).
+    MatVec(Vec<f64>),
+    /// `vecmat` with this `n × n` matrix.
+    VecMat(Vec<f64>),
+    /// `map3` of the current value and the two before it.
+    Ternary,
+}
+
+#[derive(Clone, Debug)]
+struct Recipe {
+    n: usize,
+    steps: Vec<Step>,
+}
+
+fn unary<T: Real>(k: u8, t: T) -> T {
+    match k % 6 {
+        0 => t.sin(),
+        1 => t.tanh() * 1.5,
+        2 => t * 0.8 + 0.1,
+        3 => (-(t * t)).exp(),
+        4 => t.cos() * t,
+        _ => (t * t + 1.0).sqrt(),
+    }
+}
+
+fn binary<T: Real>(k: u8, a: T, b: T) -> T {
+    match k % 5 {
+        0 => a * b * 0.5,
+        1 => a + b,
+        2 => a * b.sin(),
+        3 => (a - b) * 0.5,
+        _ => (a * 0.3).atan() + b,
+    }
+}
+
+/// Runs the recipe on any [`Array`]; the result has length `n`.
+fn run<A: Array>(x: &A, r: &Recipe) -> optic_ad::Result<A> {
+    let n = r.n;
+    let mut vals: Vec<A> = vec![x.clone()];
+    for s in &r.steps {
+        let cur = vals.last().expect("non-empty").clone();
+        let next = match s {
+            Step::Unary(k) => cur.map(|t| unary(*k, t)),
+            Step::Binary(k, j) => {
+                let other = &vals[vals.len() - 1 - j % vals.len()];
+                cur.map2(other, |a, b| binary(*k, a, b))?
+            }
+            Step::WithSum(k) => {
+                let s = cur.sum() * (1.0 / n as f64);
+                cur.map_with(s, |a, s| binary(*k, a, s))
+            }
+            Step::Rotate(k) => {
+                let k = k % n;
+                if k == 0 {
+                    cur
+                } else {
+                    cur.slice(k, n - k)?.concat(&cur.slice(0, k)?)
+                }
+            }
+            Step::Gather(idx) => cur.gather(&Indices::new(idx))?,
+            Step::Scatter(idx) => cur.scatter_add(&Indices::new(idx), n)?,
+            Step::MatVec(m) => A::matvec(&Arc::new(Matrix::new(n, n, m.clone())?), &cur)?,
+            Step::VecMat(m) => A::vecmat(&Arc::new(Matrix::new(n, n, m.clone())?), &cur)?,
+            Step::Ternary => {
+                let b = &vals[vals.len().saturating_sub(2)];
+                let c = &vals[vals.len().saturating_sub(3)];
+                cur.map3(b, c, |a, b, c| a * b + c.sin())?
+            }
+        };
+        vals.push(next);
+    }
+    Ok(vals.pop().expect("non-empty"))
+}
+
+/// A scalar function of the recipe: `½ Σ yᵢ² + sin(y₀) · Σ yᵢ`.
+fn objective<A: Array>(x: &A, r: &Recipe) -> optic_ad::Result<A::Scalar> {
+    let y = run(x, r)?;
+    let half = y.dot(&y)? * 0.5;
+    Ok(half + y.get(0)?.sin() * y.sum())
+}
+
+fn step(n: usize) -> impl Strategy<Value = Step> {
+    let mat = prop::collection::vec(-0.6..0.6f64, n * n);
+    let idx = prop::collection::vec(0..n, n);
+    prop_oneof![
+        (0..6u8).prop_map(Step::Unary),
+        ((0..5u8), (0..4usize)).prop_map(|(k, j)| Step::Binary(k, j)),
+        (0..5u8).prop_map(Step::WithSum),
+        (0..n).prop_map(Step::Rotate),
+        idx.clone().prop_map(Step::Gather),
+        idx.prop_map(Step::Scatter),
+        mat.clone().prop_map(Step::MatVec),
+        mat.prop_map(Step::VecMat),
+        Just(Step::Ternary),
+    ]
+}
+
+fn recipe() -> impl Strategy<Value = Recipe> {
+    (2..7usize).prop_flat_map(|n| {
+        prop::collection::vec(step(n), 1..7).prop_map(move |steps| Recipe { n, steps })
+    })
+}
+
+fn recipe_point_dir() -> impl Strategy<Value = (Recipe, Vec<f64>, Vec<f64>)> {
+    recipe().prop_flat_map(|r| {
+        let n = r.n;
+        (
+            Just(r),
+            prop::collection::vec(-1.5..1.5f64, n),
+            prop::collection::vec(-1.0..1.0f64, n),
+        )
+    })
+}
+
+/// Largest `|a − b|` over the scale of `b` (at least 1).
+fn rel_err(a: &[f64], b: &[f64]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let scale = b.iter().fold(1.0_f64, |m, v| m.max(v.abs()));
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs() / scale)
+        .fold(0.0, f64::max)
+}
+
+fn dense<T: Real>(x: &[T]) -> Dense<T> {
+    Dense::new(x.to_vec())
+}
+
+fn gradient_num_dual(r: &Recipe, x: &[f64]) -> Vec<f64> {
+    (0..x.len())
+        .map(|i| {
+            let xd: Vec<Dual64> = x
+                .iter()
+                .enumerate()
+                .map(|(j, &v)| Dual64::new(v, if i == j { 1.0 } else { 0.0 }))
+                .collect();
+            objective(&dense(&xd), r).expect("num-dual run").eps
+        })
+        .collect()
+}
+
+fn hvp_num_dual(r: &Recipe, x: &[f64], v: &[f64]) -> Vec<f64> {
+    (0..x.len())
+        .map(|i| {
+            let xd: Vec<HyperDual64> = x
+                .iter()
+                .zip(v)
+                .enumerate()
+                .map(|(j, (&xj, &vj))| {
+                    HyperDual64::new(xj, vj, if i == j { 1.0 } else { 0.0 }, 0.0)
+                })
+                .collect();
+            objective(&dense(&xd), r).expect("num-dual run").eps1eps2
+        })
+        .collect()
+}
+
+fn directional3_num_dual(r: &Recipe, x: &[f64], v: &[f64]) -> [f64; 4] {
+    let xd: Vec<Dual3_64> = x
+        .iter()
+        .zip(v)
+        .map(|(&xj, &vj)| Dual3_64::new(xj, vj, 0.0, 0.0))
+        .collect();
+    let y = objective(&dense(&xd), r).expect("num-dual run");
+    [y.re, y.v1, y.v2, y.v3]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(96))]
+
+    /// Array gradient, HVP and third directional derivative against the
+    /// scalar trace of the same code and against num-dual.
+    #[test]
+    fn array_derivatives_match_scalar_trace_and_num_dual((r, x, v) in recipe_point_dir()) {
+        let g = array::gradient(|t| objective(t, &r), &x).unwrap();
+        let g_scalar = optic_ad::gradient(|t: &[Tracer]| objective(&dense(t), &r), &x).unwrap();
+        prop_assert!(rel_err(&g, &g_scalar) < TOL, "gradient vs scalar: {g:?} {g_scalar:?}");
+        let g_dual = gradient_num_dual(&r, &x);
+        prop_assert!(rel_err(&g, &g_dual) < TOL, "gradient vs num-dual: {g:?} {g_dual:?}");
+
+        let hv = array::hvp(|t| objective(t, &r), &x, &v).unwrap();
+        let hv_scalar =
+            optic_ad::hvp(|t: &[Tracer]| objective(&dense(t), &r), &x, &v).unwrap();
+        prop_assert!(rel_err(&hv, &hv_scalar) < TOL, "hvp vs scalar: {hv:?} {hv_scalar:?}");
+        let hv_dual = hvp_num_dual(&r, &x, &v);
+        prop_assert!(rel_err(&hv, &hv_dual) < TOL, "hvp vs num-dual: {hv:?} {hv_dual:?}");
+
+        let d = directional3(|t| objective(t, &r), &x, &v).unwrap();
+        let d_dual = directional3_num_dual(&r, &x, &v);
+        prop_assert!(rel_err(&d, &d_dual) < TOL, "d3 vs num-dual: {d:?} {d_dual:?}");
+        // The scalar trace's Taylor mode on t ↦ f(x + t v).
+        let d_scalar = optic_ad::derivative::<U3, _, _>(
+            |t: Tracer| {
+                let xt: Vec<Tracer> = x.iter().zip(&v).map(|(&a, &b)| t * b + a).collect();
+                objective(&dense(&xt), &r)
+            },
+            0.0,
+        )
+        .unwrap();
+        prop_assert!(rel_err(&d, &d_scalar) < TOL, "d3 vs scalar Taylor: {d:?} {d_scalar:?}");
+    }
+
+    /// The array evaluator computes what native `Dense<f64>` code computes,
+    /// exactly: the same operations in the same order. (Equal as numbers:
+    /// the builder folds `x − x` to a zero, whose sign may differ from the
+    /// native result's.)
+    #[test]
+    fn array_program_matches_native((r, x, _v) in recipe_point_dir()) {
+        let native = run(&dense(&x), &r).unwrap().into_vec();
+        let p = array::trace(|t: &[TArray]| run(&t[0], &r), &[&x]).unwrap();
+        let traced = p.eval(&[&x]).unwrap().remove(0);
+        for (a, b) in traced.iter().zip(&native) {
+            prop_assert!(a == b || (a.is_nan() && b.is_nan()), "{:?} vs {:?}", traced, native);
+        }
+    }
+}
+
+/// Random array programs `f, g : ℝⁿ → ℝⁿ` as traced programs.
+fn program_of(r: &Recipe) -> ArrayProgram {
+    let x = vec![0.25; r.n];
+    array::trace(|t: &[TArray]| run(&t[0], r), &[&x]).unwrap()
+}
+
+/// `forwardᵏ`.
+fn forward_k(p: &ArrayProgram, k: usize) -> ArrayProgram {
+    (0..k).fold(p.clone(), |q, _| forward(&q).unwrap())
+}
+
+fn eval_flat(p: &ArrayProgram, inputs: &[Vec<f64>]) -> Vec<f64> {
+    let ins: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+    p.eval(&ins).unwrap().concat()
+}
+
+fn two_recipes_and_inputs() -> impl Strategy<Value = (Recipe, Recipe, Vec<Vec<f64>>)> {
+    (2..6usize).prop_flat_map(|n| {
+        let r =
+            move || prop::collection::vec(step(n), 1..5).prop_map(move |steps| Recipe { n, steps });
+        (
+            r(),
+            r(),
+            prop::collection::vec(prop::collection::vec(-1.0..1.0f64, n), 16),
+        )
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// ∂⃗ᵏ(g ∘ f) = ∂⃗ᵏg ∘ ∂⃗ᵏf by action, k = 1, 2, 3, and ∂⃗ᵏ(id) = id.
+    #[test]
+    fn forward_functor_laws((rf, rg, ins) in two_recipes_and_inputs()) {
+        let (f, g) = (program_of(&rf), program_of(&rg));
+        let gf = f.then(&g).unwrap();
+        for k in 1..=3 {
+            let lhs = forward_k(&gf, k);
+            let rhs = forward_k(&f, k).then(&forward_k(&g, k)).unwrap();
+            let inputs: Vec<Vec<f64>> = ins[..1 << k].to_vec();
+            let (a, b) = (eval_flat(&lhs, &inputs), eval_flat(&rhs, &inputs));
+            prop_assert!(rel_err(&a, &b) < 1e-10, "order {k}: {a:?} vs {b:?}");
+        }
+        let n = rf.n;
+        let id = array::trace(|t: &[TArray]| Ok(t[0]), &[&vec![0.0; n]]).unwrap();
+        for k in 1..=3 {
+            let fid = forward_k(&id, k);
+            let inputs: Vec<Vec<f64>> = ins[..1 << k].to_vec();
+            prop_assert_eq!(eval_flat(&fid, &inputs), inputs.concat());
+        }
+    }
+
+    /// ∂⃖(g ∘ f) composed by action from ∂⃖f and ∂⃖g, at orders 1–3 (the
+    /// law applied to ∂⃗ᵏ⁻¹f and ∂⃗ᵏ⁻¹g), and ∂⃖(id) = id.
+    #[test]
+    fn reverse_functor_laws((rf, rg, ins) in two_recipes_and_inputs()) {
+        let (f0, g0) = (program_of(&rf), program_of(&rg));
+        for k in 1..=3 {
+            let (f, g) = (forward_k(&f0, k - 1), forward_k(&g0, k - 1));
+            let w = 1 << (k - 1); // input blocks of f and g
+            let x = ins[..w].to_vec();
+            let zbar = ins[w..2 * w].to_vec();
+            let lhs = reverse_joint(&f.then(&g).unwrap()).unwrap();
+            let mut inputs = x.clone();
+            inputs.extend(zbar.iter().cloned());
+            let out = lhs.eval(&inputs.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+            // By action: y = f(x); (z, ȳ) = J_g(y, z̄); (_, x̄) = J_f(x, ȳ).
+            let (jf, jg) = (reverse_joint(&f).unwrap(), reverse_joint(&g).unwrap());
+            let y = f.eval(&x.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+            let mut gin = y.clone();
+            gin.extend(zbar.iter().cloned());
+            let gout = jg.eval(&gin.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+            let (z, ybar) = gout.split_at(w);
+            let mut fin = x.clone();
+            fin.extend(ybar.iter().cloned());
+            let fout = jf.eval(&fin.iter().map(Vec::as_slice).collect::<Vec<_>>()).unwrap();
+            let rhs: Vec<f64> = z.concat().into_iter().chain(fout[w..].concat()).collect();
+            let lhs_flat = out.concat();
+            prop_assert!(rel_err(&lhs_flat, &rhs) < 1e-10, "order {k}: {lhs_flat:?} vs {rhs:?}");
+        }
+        let n = rf.n;
+        let id = array::trace(|t: &[TArray]| Ok(t[0]), &[&vec![0.0; n]]).unwrap();
+        let jid = reverse_joint(&id).unwrap();
+        let out = eval_flat(&jid, &ins[..2]);
+        prop_assert_eq!(out, ins[..2].concat());
+    }
+
+    /// ∂⃖ transposes ∂⃗ on programs that are themselves derived (orders 1–3):
+    /// ⟨ȳ, J ẋ⟩ = ⟨Jᵀ ȳ, ẋ⟩ for `∂⃖ᵏ⁻¹`-style joint programs.
+    #[test]
+    fn reverse_transposes_forward_on_derived_programs((rf, _rg, ins) in two_recipes_and_inputs()) {
+        let mut p = program_of(&rf);
+        for k in 1..=3 {
+            let n_in = p.input_shapes().len();
+            let n_out = p.outputs().len();
+            let lens: Vec<usize> = p.input_shapes().iter().map(|s| s.len()).collect();
+            let olens: Vec<usize> = p.output_shapes().iter().map(|s| s.len()).collect();
+            let pick = |i: usize, len: usize| -> Vec<f64> {
+                (0..len).map(|j| ins[i % ins.len()][j % ins[0].len()] * (1.0 + 0.1 * i as f64)).collect()
+            };
+            let x: Vec<Vec<f64>> = lens.iter().enumerate().map(|(i, &l)| pick(i, l)).collect();
+            let xdot: Vec<Vec<f64>> = lens.iter().enumerate().map(|(i, &l)| pick(i + 5, l)).collect();
+            let ybar: Vec<Vec<f64>> = olens.iter().enumerate().map(|(i, &l)| pick(i + 9, l)).collect();
+            let fwd = forward(&p).unwrap();
+            let mut fin = x.clone();
+            fin.extend(xdot.iter().cloned());
+            let fout = eval_flat(&fwd, &fin);
+            let ydot = &fout[fout.len() - olens.iter().sum::<usize>()..];
+            let rev = reverse_joint(&p).unwrap();
+            let mut rin = x.clone();
+            rin.extend(ybar.iter().cloned());
+            let rout = eval_flat(&rev, &rin);
+            let xbar = &rout[rout.len() - lens.iter().sum::<usize>()..];
+            let lhs: f64 = ybar.concat().iter().zip(ydot).map(|(a, b)| a * b).sum();
+            let rhs: f64 = xbar.iter().zip(xdot.concat()).map(|(a, b)| a * b).sum();
+            let scale = 1.0_f64.max(lhs.abs());
+            prop_assert!((lhs - rhs).abs() / scale < 1e-10, "order {k}: {lhs} vs {rhs}");
+            let _ = (n_in, n_out);
+            // The next order is ∂⃖ of this joint program.
+            p = rev;
+        }
+    }
+}
+
+fn rosenbrock<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+    let n = x.len();
+    let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
+    Ok(a.map2(&b, |a, b| {
+        let t = b - a * a;
+        let u = -a + 1.0;
+        t * t * 100.0 + u * u
+    })?
+    .sum())
+}
+
+/// Closed forms of the Rosenbrock gradient and Hessian-vector product
+/// (Nocedal & Wright, *Numerical Optimization*, 2nd ed., eq. 2.23 and
+/// exercise 2.1, for the chained form).
+fn rosenbrock_closed(x: &[f64], v: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let n = x.len();
+    let mut g = vec![0.0; n];
+    let mut hv = vec![0.0; n];
+    for i in 0..n - 1 {
+        let t = x[i + 1] - x[i] * x[i];
+        g[i] += -400.0 * x[i] * t - 2.0 * (1.0 - x[i]);
+        g[i + 1] += 200.0 * t;
+        let hii = 1200.0 * x[i] * x[i] - 400.0 * x[i + 1] + 2.0;
+        let hij = -400.0 * x[i];
+        hv[i] += hii * v[i] + hij * v[i + 1];
+        hv[i + 1] += hij * v[i] + 200.0 * v[i + 1];
+    }
+    (g, hv)
+}
+
+#[test]
+fn rosenbrock_against_closed_form_at_scale() {
+    let n = 100_000;
+    let x: Vec<f64> = (0..n)
+        .map(|i| 0.5 + 0.4 * ((i as f64) * 0.37).sin())
+        .collect();
+    let v: Vec<f64> = (0..n).map(|i| ((i as f64) * 0.11).cos()).collect();
+    let (g_ref, hv_ref) = rosenbrock_closed(&x, &v);
+    let g = array::gradient(rosenbrock, &x).unwrap();
+    assert!(rel_err(&g, &g_ref) < 1e-13, "{}", rel_err(&g, &g_ref));
+    let hv = array::hvp(rosenbrock, &x, &v).unwrap();
+    assert!(rel_err(&hv, &hv_ref) < 1e-13, "{}", rel_err(&hv, &hv_ref));
+}
+
+#[test]
+fn program_size_does_not_grow_with_n() {
+    let len = |n: usize| {
+        let x = vec![0.3; n];
+        let h = array::Hvp::new(rosenbrock, &x).unwrap();
+        (h.program().len(), h.program().body_len())
+    };
+    assert_eq!(len(10), len(100_000));
+    let (ops, body) = len(10);
+    assert!(
+        ops < 40 && body < 200,
+        "{ops} instructions, {body} in bodies"
+    );
+}
+
+#[test]
+fn shape_errors_are_errors() {
+    let x = [1.0, 2.0, 3.0];
+    let e = array::gradient(|t| Ok(t.map2(&t.slice(0, 2)?, |a, b| a * b)?.sum()), &x);
+    assert!(matches!(e, Err(Error::LengthMismatch { .. })), "{e:?}");
+    let e = array::gradient(|t| Ok(t.slice(2, 2)?.sum()), &x);
+    assert!(matches!(e, Err(Error::IndexOutOfRange { .. })), "{e:?}");
+    let e = array::gradient(|t| Ok(t.gather(&Indices::new(&[0, 3]))?.sum()), &x);
+    assert!(matches!(e, Err(Error::IndexOutOfRange { .. })), "{e:?}");
+    let e = array::gradient(|t| Ok(t.scatter_add(&Indices::new(&[0, 1]), 3)?.sum()), &x);
+    assert!(matches!(e, Err(Error::LengthMismatch { .. })), "{e:?}");
+    let m = Arc::new(Matrix::new(2, 2, vec![1.0; 4]).unwrap());
+    let e = array::gradient(|t| Ok(TArray::matvec(&m, t)?.sum()), &x);
+    assert!(matches!(e, Err(Error::LengthMismatch { .. })), "{e:?}");
+    // The same errors natively.
+    assert!(Dense::new(x.to_vec()).slice(2, 2).is_err());
+    assert!(Dense::<f64>::matvec(&m, &Dense::new(x.to_vec())).is_err());
+    // Lengths at evaluation.
+    let mut g = array::Gradient::new(|t| Ok(t.sum()), &x).unwrap();
+    let mut out = [0.0; 3];
+    assert!(matches!(
+        g.eval(&[1.0], &mut out),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        g.eval(&x, &mut [0.0; 2]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    let mut h = array::Hvp::new(|t| Ok(t.sum()), &x).unwrap();
+    assert!(matches!(h.apply(&x, &mut out), Err(Error::NotLinearized)));
+    assert!(matches!(
+        directional3(|t| Ok(t.sum()), &x, &[1.0]),
+        Err(Error::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn comparisons_record_guards() {
+    // A scalar branch: f = Σx² if Σx > 0, else Σx.
+    let f = |t: &TArray| -> optic_ad::Result<optic_ad::array::TScalar> {
+        let s = t.sum();
+        Ok(if s > 0.0 { t.dot(t)? } else { s })
+    };
+    let mut g = array::Gradient::new(f, &[1.0, 2.0]).unwrap();
+    let mut out = [0.0; 2];
+    assert_eq!(g.eval(&[3.0, 1.0], &mut out).unwrap(), 10.0);
+    assert_eq!(out, [6.0, 2.0]);
+    assert!(matches!(
+        g.eval(&[-3.0, 1.0], &mut out),
+        Err(Error::GuardFailed { .. })
+    ));
+    // A comparison in a map body must hold for every element.
+    let body_branch = |t: &TArray| Ok(t.map(|x| if x > 0.0 { x } else { -x }).sum());
+    let e = array::gradient(body_branch, &[1.0, -2.0]);
+    assert!(matches!(e, Err(Error::GuardFailed { .. })), "{e:?}");
+    // The branch-free form works everywhere.
+    let g = array::gradient(|t| Ok(t.map(|x| x.abs()).sum()), &[1.0, -2.0]).unwrap();
+    assert_eq!(g, vec![1.0, -1.0]);
+}
+
+#[test]
+fn gather_scatter_concat_values() {
+    let x = [1.0, 2.0, 3.0];
+    let p = array::trace(
+        |t: &[TArray]| {
+            let g = t[0].gather(&Indices::new(&[2, 2, 0]))?;
+            let s = g.scatter_add(&Indices::new(&[1, 1, 0]), 2)?;
+            Ok(vec![g, s, t[0].concat(&s)])
+        },
+        &[&x],
+    )
+    .unwrap();
+    let out = p.eval(&[&x]).unwrap();
+    assert_eq!(out[0], vec![3.0, 3.0, 1.0]);
+    assert_eq!(out[1], vec![1.0, 6.0]);
+    assert_eq!(out[2], vec![1.0, 2.0, 3.0, 1.0, 6.0]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The fused plan (views for slices and pads, sums inside maps, shared
+    /// buffers) computes what storing every value computes, bit for bit,
+    /// on random programs and their derivatives up to order 3.
+    #[test]
+    fn fused_plan_matches_unfused((rf, _rg, ins) in two_recipes_and_inputs()) {
+        let mut p = program_of(&rf);
+        for _ in 0..3 {
+            p = reverse_joint(&forward(&p).unwrap()).unwrap();
+            let inputs: Vec<Vec<f64>> = p
+                .input_shapes()
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (0..s.len()).map(|j| ins[i % ins.len()][j % ins[0].len()]).collect())
+                .collect();
+            let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+            let mut a = array::ArrayWorkspace::new(&p);
+            let mut b = array::ArrayWorkspace::unfused(&p);
+            a.run(&p, &refs).unwrap();
+            b.run(&p, &refs).unwrap();
+            for k in 0..p.outputs().len() {
+                let (x, y) = (a.output(&p, k), b.output(&p, k));
+                prop_assert_eq!(x.len(), y.len());
+                for (u, w) in x.iter().zip(y) {
+                    prop_assert!(u.to_bits() == w.to_bits() || (u.is_nan() && w.is_nan()), "output {k}: {x:?} vs {y:?}");
+                }
+            }
+        }
+    }
+}
