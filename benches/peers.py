@@ -108,6 +108,44 @@ def run_jax():
     return out, results
 
 
+def run_jax_scaling():
+    """Rosenbrock at n = 10⁴ … 10⁷ (bench group arrays_rosenbrock): JAX's
+    program is a handful of array operations at any n, as the array tier's.
+    CasADi's SX graph has one node per element and is not run at these n."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+
+    def rosen(x):
+        return jnp.sum(100.0 * (x[1:] - x[:-1] ** 2) ** 2 + (1.0 - x[:-1]) ** 2)
+
+    f = jax.jit(rosen)
+    g = jax.jit(jax.grad(rosen))
+    hv = jax.jit(lambda x, v: jax.jvp(jax.grad(rosen), (x,), (v,))[1])
+    out = {}
+    for n in (10_000, 100_000, 1_000_000, 10_000_000):
+        i = np.arange(n)
+        x = jnp.asarray(0.5 + 0.4 * np.sin(i * 0.7))
+        v = jnp.asarray(np.cos(i * 1.3))
+        # Closed forms (Nocedal & Wright, eq. 2.23, chained), as a check.
+        xn, vn = np.asarray(x), np.asarray(v)
+        t = xn[1:] - xn[:-1] ** 2
+        gref = np.zeros(n)
+        gref[:-1] += -400.0 * xn[:-1] * t - 2.0 * (1.0 - xn[:-1])
+        gref[1:] += 200.0 * t
+        assert np.allclose(np.asarray(g(x)), gref, rtol=1e-12, atol=1e-9)
+        assert np.all(np.isfinite(np.asarray(hv(x, v))))
+        repeats = 15 if n <= 1_000_000 else 5
+        out[f"arrays_rosenbrock n={n}"] = {
+            "f": median_ns(lambda: f(x).block_until_ready(), repeats=repeats),
+            "gradient": median_ns(lambda: g(x).block_until_ready(), repeats=repeats),
+            "hvp": median_ns(lambda: hv(x, v).block_until_ready(), repeats=repeats),
+        }
+    return out
+
+
 def run_casadi():
     import casadi as ca
 
@@ -161,6 +199,11 @@ def main():
         res[name] = r
         for group, times in out.items():
             merged.setdefault(group, {})[name] = times
+    try:
+        for group, times in run_jax_scaling().items():
+            merged.setdefault(group, {})["jax"] = times
+    except ImportError as e:
+        print(f"jax: not installed ({e})")
     if len(res) == 2:
         for group in ("rosenbrock100", "logistic_wdbc"):
             for a, b in zip(res["jax"][group], res["casadi"][group]):

@@ -50,6 +50,10 @@ pub enum Error {
         /// The shape it got.
         got: crate::array::Shape,
     },
+    /// An [`crate::array::ArrayWorkspace`] was given a program other than
+    /// the one it was made for (its buffers are planned for that one).
+    #[error("this array workspace was made for another program: make one with ArrayWorkspace::new(&program)")]
+    WorkspaceMismatch,
     /// A traced value was used in a trace it does not belong to and that
     /// could not capture it: it escaped from a finished trace, or it was
     /// created with no trace active. This is how perturbation confusion is

@@ -133,3 +133,46 @@ fn the_counter_sees_allocations() {
     });
     assert!(info.count_total > 0);
 }
+
+/// The array tier: a model with every kind of instruction (slices as
+/// views, a sum fused into its map, gather, scatter-add, matvec, vecmat).
+fn array_model<A: optic_ad::array::Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+    use optic_ad::array::{Indices, Matrix};
+    use std::sync::Arc;
+    let n = x.len();
+    let m = Arc::new(Matrix::new(
+        2,
+        n,
+        (0..2 * n).map(|i| i as f64 * 0.1).collect(),
+    )?);
+    let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
+    let r = a.map2(&b, |a, b| {
+        (b - a * a) * (b - a * a) * 100.0 + (-a + 1.0) * (-a + 1.0)
+    })?;
+    let g = x.gather(&Indices::new(&[3, 0, 0]))?.map(|t| t.sin());
+    let s = g.scatter_add(&Indices::new(&[1, 1, 0]), 2)?;
+    let mx = A::matvec(&m, x)?;
+    let back = A::vecmat(&m, &mx.map2(&s, |p, q| p * q)?)?;
+    Ok(r.sum() + back.dot(x)?)
+}
+
+#[test]
+fn array_drivers_do_not_allocate() {
+    use optic_ad::array;
+    let x = [0.3, -0.2, 0.9, 1.1];
+    let mut g = array::Gradient::new(array_model, &x).unwrap();
+    let mut h = array::Hvp::new(array_model, &x).unwrap();
+    let (mut grad, mut hv) = ([0.0; 4], [0.0; 4]);
+    g.eval(&x, &mut grad).unwrap();
+    h.linearize(&x).unwrap();
+    h.apply(&[1.0, 0.0, 0.0, 0.0], &mut hv).unwrap();
+    let info = measure(|| {
+        for k in 0..10 {
+            let y = [0.1 * k as f64, 0.2, 0.3, 0.4];
+            g.eval(&y, &mut grad).unwrap();
+            h.linearize(&y).unwrap();
+            h.apply(&[1.0, 0.5, 0.0, k as f64], &mut hv).unwrap();
+        }
+    });
+    assert_eq!(info.count_total, 0);
+}

@@ -553,3 +553,17 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn workspace_belongs_to_its_program() {
+    let x = [1.0, 2.0];
+    let p = array::trace(|t: &[TArray]| Ok(t[0].sum()), &[&x]).unwrap();
+    let q = array::trace(|t: &[TArray]| Ok(t[0].map(|v| v * 2.0).sum()), &[&x]).unwrap();
+    let mut ws = array::ArrayWorkspace::new(&p);
+    assert!(matches!(ws.run(&q, &[&x]), Err(Error::WorkspaceMismatch)));
+    ws.run(&p.clone(), &[&x]).unwrap();
+    assert_eq!(ws.output(&p, 0), &[3.0]);
+    // Same program text, traced twice: different programs.
+    let p2 = array::trace(|t: &[TArray]| Ok(t[0].sum()), &[&x]).unwrap();
+    assert!(matches!(ws.run(&p2, &[&x]), Err(Error::WorkspaceMismatch)));
+}

@@ -455,3 +455,121 @@ fn fuzz_user_rules() {
         let _ = Dual3_64::new(0.4, 1.0, 0.0, 0.0).apply_rule(&r);
     });
 }
+
+/// One operation of a random array function, with arbitrary (often
+/// invalid) sizes, offsets and indices.
+#[derive(Clone, Debug)]
+enum ArrayStep {
+    Map(Prim, i32),
+    Map2(Prim, usize),
+    Slice(usize, usize),
+    Gather(Vec<usize>),
+    Scatter(Vec<usize>, usize),
+    MatVec(usize, usize, Vec<f64>),
+    VecMat(usize, usize, Vec<f64>),
+    Get(usize),
+    Concat,
+    Compare,
+}
+
+fn array_step() -> impl Strategy<Value = ArrayStep> {
+    let prims: Vec<Prim> = Prim::all().collect();
+    let unary: Vec<Prim> = prims.iter().copied().filter(|p| p.arity() == 1).collect();
+    let binary: Vec<Prim> = prims.iter().copied().filter(|p| p.arity() == 2).collect();
+    let idx = prop::collection::vec(prop_oneof![4 => 0usize..6, 1 => any::<usize>()], 0..6);
+    prop_oneof![
+        (prop::sample::select(unary), -3i32..4).prop_map(|(p, k)| ArrayStep::Map(p, k)),
+        (prop::sample::select(binary), 0usize..4).prop_map(|(p, j)| ArrayStep::Map2(p, j)),
+        (0usize..7, 0usize..7).prop_map(|(s, l)| ArrayStep::Slice(s, l)),
+        idx.clone().prop_map(ArrayStep::Gather),
+        (idx, 0usize..7).prop_map(|(i, n)| ArrayStep::Scatter(i, n)),
+        (0usize..5, 0usize..5, scalars(25)).prop_map(|(r, c, d)| ArrayStep::MatVec(r, c, d)),
+        (0usize..5, 0usize..5, scalars(25)).prop_map(|(r, c, d)| ArrayStep::VecMat(r, c, d)),
+        (0usize..7).prop_map(ArrayStep::Get),
+        Just(ArrayStep::Concat),
+        Just(ArrayStep::Compare),
+    ]
+}
+
+/// Runs the steps on any array; errors end the run early.
+fn run_array_steps<A: optic_ad::array::Array>(
+    x: &A,
+    steps: &[ArrayStep],
+) -> optic_ad::Result<A::Scalar> {
+    use optic_ad::array::{Indices, Matrix};
+    use std::sync::Arc;
+    let mut vals = vec![x.clone()];
+    let mut s = x.sum();
+    for st in steps {
+        let cur = vals.last().expect("non-empty").clone();
+        let next = match st {
+            ArrayStep::Map(p, k) => cur.map(|t| <A::Elem as Real>::apply(*p, *k, &[t])),
+            ArrayStep::Map2(p, j) => {
+                let other = vals[vals.len() - 1 - j % vals.len()].clone();
+                cur.map2(&other, |a, b| <A::Elem as Real>::apply(*p, 0, &[a, b]))?
+            }
+            ArrayStep::Slice(a, l) => cur.slice(*a, *l)?,
+            ArrayStep::Gather(i) => cur.gather(&Indices::new(i))?,
+            ArrayStep::Scatter(i, n) => cur.scatter_add(&Indices::new(i), *n)?,
+            ArrayStep::MatVec(r, c, d) => {
+                A::matvec(&Arc::new(Matrix::new(*r, *c, d.clone())?), &cur)?
+            }
+            ArrayStep::VecMat(r, c, d) => {
+                A::vecmat(&Arc::new(Matrix::new(*r, *c, d.clone())?), &cur)?
+            }
+            ArrayStep::Get(i) => {
+                s += cur.get(*i)?;
+                cur
+            }
+            ArrayStep::Concat => cur.concat(&cur),
+            ArrayStep::Compare => {
+                if cur.sum() > s {
+                    s = s * 0.5;
+                }
+                cur.map_with(s, |a, b| a * b)
+            }
+        };
+        vals.push(next);
+    }
+    Ok(vals.last().expect("non-empty").sum() + s)
+}
+
+/// The array tier with arbitrary shapes, offsets, indices, matrices and
+/// non-finite values: native, traced, the drivers and the workspace.
+#[test]
+fn fuzz_array_api() {
+    use optic_ad::array::{self, ArrayWorkspace, Dense, TArray};
+    let input = (
+        prop::collection::vec(array_step(), 0..6),
+        scalars(5),
+        scalars(5),
+    );
+    fuzz("array api", input, |(steps, x, v)| {
+        let _ = run_array_steps(&Dense::new(x.clone()), &steps);
+        let f = |t: &TArray| run_array_steps(t, &steps);
+        let _ = array::gradient(f, &x);
+        let _ = array::hvp(f, &x, &v);
+        let _ = array::directional3(f, &x, &v);
+        if let Ok(mut h) = array::Hvp::new(f, &x) {
+            let mut out = vec![0.0; v.len()];
+            let _ = h.apply(&v, &mut out);
+            let _ = h.linearize(&v);
+            let _ = h.apply(&v, &mut out);
+            let _ = h.linearize(&x);
+            let _ = h.apply(&x, &mut vec![0.0; x.len()]);
+        }
+        if let Ok(p) = array::trace(|t: &[TArray]| run_array_steps(&t[0], &steps), &[&x]) {
+            let _ = p.eval(&[&v]);
+            let _ = p.eval(&[&x, &v]);
+            let mut ws = ArrayWorkspace::new(&p);
+            let _ = ws.run(&p, &[&x]);
+            let _ = ws.output(&p, 7);
+            let _ = p.specialize(&[Some(1.0)], &[0, 3]);
+            let _ = p.then(&p);
+            if let Ok(j) = array::reverse_joint(&p) {
+                let _ = j.eval(&[&x, &v]);
+                let _ = ws.run(&j, &[&x, &v]);
+            }
+        }
+    });
+}

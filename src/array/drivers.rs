@@ -2,13 +2,15 @@
 //! directional derivative of `f : ℝⁿ → ℝ` written against [`Array`].
 
 use super::exec::ArrayWorkspace;
-use super::ir::{ArrayOp, ArrayProgram};
+use std::sync::Arc;
+
+use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram};
 use super::trace::{trace, TArray, TScalar};
-use super::transform::{forward, reverse_joint};
+use super::transform::{forward, linear_split, reverse_joint};
 use crate::error::{Error, Result};
 
 /// Traces `f` at `x` (one vector input, one scalar output).
-fn trace_scalar(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<ArrayProgram> {
+fn trace_scalar(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<ArrayProgram> {
     trace(|xs: &[TArray]| f(&xs[0]), &[x])
 }
 
@@ -55,7 +57,7 @@ fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
 /// assert_relative_eq!(g[0], 1.0 + 3.0_f64.cos());
 /// assert_relative_eq!(g[1], 2.0 + 3.0_f64.cos());
 /// ```
-pub fn gradient(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Vec<f64>> {
+pub fn gradient(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Vec<f64>> {
     let mut g = Gradient::new(f, x)?;
     let mut out = vec![0.0; x.len()];
     g.eval(x, &mut out)?;
@@ -88,7 +90,7 @@ impl Gradient {
     /// # Errors
     ///
     /// An error `f` returns while tracing.
-    pub fn new(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Self> {
+    pub fn new(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Self> {
         let p = trace_scalar(f, x)?;
         let program = gradient_program(&p)?;
         let ws = ArrayWorkspace::new(&program);
@@ -146,6 +148,8 @@ pub struct Hvp {
     /// Instructions that depend on the direction.
     tangent: Vec<bool>,
     primal: Vec<bool>,
+    n: usize,
+    /// The linearized point (allocated by the first `linearize`).
     x: Vec<f64>,
     linearized: bool,
 }
@@ -156,24 +160,14 @@ impl Hvp {
     /// # Errors
     ///
     /// An error `f` returns while tracing.
-    pub fn new(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Self> {
+    pub fn new(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Self> {
         let p = trace_scalar(f, x)?;
         let g = gradient_program(&p)?;
         // forward(g): [x, ẋ] ↦ [f, ∇f, ḟ, H ẋ].
         let program = forward(&g)?.specialize(&[None, None], &[0, 1, 3])?;
+        let program = hoist_residuals(&program)?;
         let n_ops = program.ops.len();
-        let mut tangent = vec![false; n_ops];
-        for i in 0..n_ops {
-            tangent[i] = match &program.ops[i] {
-                ArrayOp::Input(k) => *k == 1,
-                ArrayOp::MapOut(k) => tangent[i - *k as usize],
-                op => {
-                    let mut t = false;
-                    op.for_each_operand(|o| t |= tangent[o.index()]);
-                    t
-                }
-            };
-        }
+        let tangent = tangent_mask(&program);
         // Values of the first stage that the second reads, and the outputs,
         // keep their buffers.
         let mut persist = vec![false; n_ops];
@@ -200,7 +194,8 @@ impl Hvp {
             ws,
             tangent,
             primal,
-            x: vec![0.0; x.len()],
+            n: x.len(),
+            x: Vec::new(),
             linearized: false,
         })
     }
@@ -213,9 +208,10 @@ impl Hvp {
     /// [`Error::LengthMismatch`] if `x` does not have the traced length;
     /// [`Error::GuardFailed`] where a guard no longer holds.
     pub fn linearize(&mut self, x: &[f64]) -> Result<()> {
-        check_len("Hvp::linearize: x", self.x.len(), x.len())?;
+        check_len("Hvp::linearize: x", self.n, x.len())?;
         self.linearized = false;
-        self.x.copy_from_slice(x);
+        self.x.clear();
+        self.x.extend_from_slice(x);
         let v = &self.x;
         self.ws
             .run_masked(&self.program, &[&self.x, v], Some(&self.primal))?;
@@ -233,8 +229,8 @@ impl Hvp {
         if !self.linearized {
             return Err(Error::NotLinearized);
         }
-        check_len("Hvp::apply: v", self.x.len(), v.len())?;
-        check_len("Hvp::apply: out", self.x.len(), out.len())?;
+        check_len("Hvp::apply: v", self.n, v.len())?;
+        check_len("Hvp::apply: out", self.n, out.len())?;
         self.ws
             .run_masked(&self.program, &[&self.x, v], Some(&self.tangent))?;
         out.copy_from_slice(self.ws.output(&self.program, 2));
@@ -261,6 +257,63 @@ impl Hvp {
     }
 }
 
+/// Which instructions of an `(x, v)` program depend on input 1 (`v`).
+fn tangent_mask(p: &ArrayProgram) -> Vec<bool> {
+    let n = p.ops.len();
+    let mut tangent = vec![false; n];
+    for i in 0..n {
+        tangent[i] = match &p.ops[i] {
+            ArrayOp::Input(k) => *k == 1,
+            ArrayOp::MapOut(k) => tangent[i - *k as usize],
+            op => {
+                let mut t = false;
+                op.for_each_operand(|o| t |= tangent[o.index()]);
+                t
+            }
+        };
+    }
+    tangent
+}
+
+/// Rewrites each direction-dependent map, which is linear in its
+/// direction-dependent arguments, as coefficients computed by a map of its
+/// own (residuals of the first stage) and a few products, so that
+/// [`Hvp::linearize`] computes the coefficients once and [`Hvp::apply`]
+/// runs only the products (for the WDBC model: one coefficient
+/// `σ(m)σ(−m)` per sample, and one product per direction).
+fn hoist_residuals(p: &ArrayProgram) -> Result<ArrayProgram> {
+    let tangent = tangent_mask(p);
+    let mut b = ArrayBuilder::new();
+    let xs: Vec<AVar> = p.input_shapes.iter().map(|&s| b.input(s)).collect();
+    let map = p.inline_with(&mut b, &xs, |b, i, body, args| {
+        let ArrayOp::Map { args: old_args, .. } = &p.ops[i] else {
+            return b.map(body.clone(), args);
+        };
+        let early: Vec<bool> = old_args.iter().map(|a| !tangent[a.index()]).collect();
+        if !tangent[i] || early.iter().all(|&e| !e) {
+            return b.map(body.clone(), args);
+        }
+        match linear_split(body, &early) {
+            Some((coef, late)) => {
+                let pick = |want: bool| -> Vec<AVar> {
+                    args.iter()
+                        .zip(&early)
+                        .filter(|(_, &e)| e == want)
+                        .map(|(&a, _)| a)
+                        .collect()
+                };
+                let coefs = b.map(Arc::new(coef), &pick(true));
+                let mut late_args = pick(false);
+                late_args.extend(coefs);
+                b.map(Arc::new(late), &late_args)
+            }
+            None => b.map(body.clone(), args),
+        }
+    });
+    let outs: Vec<AVar> = p.outputs.iter().map(|o| map[o.index()]).collect();
+    b.finish(&outs)
+}
+
 /// One Hessian-vector product `H(x) v` of `f : ℝⁿ → ℝ`.
 ///
 /// # Errors
@@ -277,7 +330,7 @@ impl Hvp {
 /// let hv = hvp(|x| { let s = x.sum(); Ok(s * s) }, &[1.0, 2.0], &[1.0, 0.0]).unwrap();
 /// assert_eq!(hv, vec![2.0, 2.0]);
 /// ```
-pub fn hvp(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64], v: &[f64]) -> Result<Vec<f64>> {
+pub fn hvp(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64], v: &[f64]) -> Result<Vec<f64>> {
     let mut h = Hvp::new(f, x)?;
     h.linearize(x)?;
     let mut out = vec![0.0; x.len()];
@@ -311,7 +364,7 @@ pub fn hvp(f: impl FnOnce(&TArray) -> Result<TScalar>, x: &[f64], v: &[f64]) -> 
 /// assert_relative_eq!(d[2], -s, max_relative = 1e-15);
 /// ```
 pub fn directional3(
-    f: impl FnOnce(&TArray) -> Result<TScalar>,
+    f: impl Fn(&TArray) -> Result<TScalar>,
     x: &[f64],
     v: &[f64],
 ) -> Result<[f64; 4]> {

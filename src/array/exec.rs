@@ -227,7 +227,8 @@ pub struct ArrayWorkspace {
     srcs: Vec<Src>,
     targets: Vec<Vec<f64>>,
     accs: Vec<([f64; 4], [f64; 3])>,
-    n_ops: usize,
+    /// The program this workspace is planned for.
+    program: u64,
 }
 
 /// Where a map reads one argument from.
@@ -282,7 +283,7 @@ impl ArrayWorkspace {
             srcs: Vec::new(),
             targets: Vec::new(),
             accs: Vec::new(),
-            n_ops: p.ops.len(),
+            program: p.id,
         }
     }
 
@@ -323,12 +324,8 @@ impl ArrayWorkspace {
         if let Some(e) = &p.defect {
             return Err(e.clone());
         }
-        if self.n_ops != p.ops.len() {
-            return Err(Error::LengthMismatch {
-                what: "ArrayWorkspace: instructions of the program it was made for",
-                expected: self.n_ops,
-                got: p.ops.len(),
-            });
+        if self.program != p.id {
+            return Err(Error::WorkspaceMismatch);
         }
         check_inputs(p, inputs)?;
         for (b, &len) in self.bufs.iter_mut().zip(&self.plan.lens) {

@@ -259,6 +259,16 @@ pub struct ArrayProgram {
     pub(crate) outputs: Vec<AVar>,
     pub(crate) guards: Vec<ArrayGuard>,
     pub(crate) defect: Option<Error>,
+    /// Identifies the program for the workspaces planned for it (clones
+    /// share it: they are the same program).
+    pub(crate) id: u64,
+}
+
+static NEXT_PROGRAM_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A fresh program identifier.
+pub(crate) fn fresh_id() -> u64 {
+    NEXT_PROGRAM_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 impl ArrayProgram {
@@ -318,6 +328,18 @@ impl ArrayProgram {
     /// Copies `self` into `b`, input `k` becoming `inputs[k]`; returns the
     /// value map. Guards are copied.
     pub(crate) fn inline_into(&self, b: &mut ArrayBuilder, inputs: &[AVar]) -> Vec<AVar> {
+        self.inline_with(b, inputs, |b, _, body, args| b.map(body.clone(), args))
+    }
+
+    /// [`ArrayProgram::inline_into`] with each map emitted by
+    /// `emit(builder, index, body, mapped arguments)`, which returns one
+    /// value per body output.
+    pub(crate) fn inline_with(
+        &self,
+        b: &mut ArrayBuilder,
+        inputs: &[AVar],
+        mut emit: impl FnMut(&mut ArrayBuilder, usize, &Arc<Program>, &[AVar]) -> Vec<AVar>,
+    ) -> Vec<AVar> {
         if let Some(e) = &self.defect {
             b.poison(e.clone());
         }
@@ -329,7 +351,7 @@ impl ArrayProgram {
                 ArrayOp::Input(k) => map.push(inputs[*k as usize]),
                 ArrayOp::Map { body, args } => {
                     let args: Vec<AVar> = args.iter().map(m).collect();
-                    let outs = b.map(body.clone(), &args);
+                    let outs = emit(b, i, body, &args);
                     let n_out = body.n_outputs().max(1);
                     for k in 0..n_out {
                         map.push(outs.get(k).copied().unwrap_or(AVar(0)));
@@ -968,8 +990,11 @@ impl ArrayBuilder {
             outputs,
             guards: self.guards,
             defect: None,
+            id: 0,
         }
-        .dce())
+        .dce()
+        .fuse_maps()
+        .with_fresh_id())
     }
 }
 
@@ -1022,8 +1047,9 @@ fn drop_unused_inputs(body: Arc<Program>, args: Vec<AVar>) -> (Arc<Program>, Vec
 }
 
 impl ArrayProgram {
-    /// Removes instructions no output or guard needs (a map is kept whole
-    /// if any of its outputs is needed). Inputs are kept.
+    /// Removes instructions no output or guard needs, and the outputs of a
+    /// map that nothing reads (its body is pruned to the rest). Inputs are
+    /// kept.
     pub(crate) fn dce(mut self) -> ArrayProgram {
         let n = self.ops.len();
         let mut live = vec![false; n];
@@ -1034,41 +1060,67 @@ impl ArrayProgram {
             live[g.a.index()] = true;
             live[g.b.index()] = true;
         }
+        // A map is needed if any of its outputs is.
+        let mut needed = vec![false; n];
         for i in (0..n).rev() {
             if let ArrayOp::MapOut(k) = self.ops[i] {
                 if live[i] {
-                    live[i - k as usize] = true;
+                    needed[i - k as usize] = true;
                 }
                 continue;
             }
-            if live[i] || matches!(self.ops[i], ArrayOp::Input(_)) {
-                live[i] = true;
+            if live[i] || needed[i] || matches!(self.ops[i], ArrayOp::Input(_)) {
+                needed[i] = true;
                 self.ops[i].for_each_operand(|o| live[o.index()] = true);
-                if let ArrayOp::Map { body, .. } = &self.ops[i] {
-                    for k in 1..body.n_outputs() {
-                        live[i + k] = true;
-                    }
-                }
             }
         }
-        if live.iter().all(|&l| l) {
+        let all_outputs_live = |i: usize, m: usize| (i..i + m).all(|j| live[j]);
+        if (0..n).all(|i| match &self.ops[i] {
+            ArrayOp::MapOut(_) => true,
+            ArrayOp::Map { body, .. } => needed[i] && all_outputs_live(i, body.n_outputs()),
+            _ => needed[i],
+        }) {
             return self;
         }
         let mut map = vec![AVar(0); n];
         let mut ops = Vec::with_capacity(n);
         let mut shapes = Vec::with_capacity(n);
         for i in 0..n {
-            if live[i] {
-                map[i] = AVar(ops.len() as u32);
-                let op = match &self.ops[i] {
-                    ArrayOp::Map { body, args } => ArrayOp::Map {
-                        body: body.clone(),
+            if !needed[i] {
+                continue;
+            }
+            match &self.ops[i] {
+                ArrayOp::Map { body, args } => {
+                    let m = body.n_outputs();
+                    let keep: Vec<usize> = (0..m).filter(|&k| live[i + k]).collect();
+                    let body = if keep.len() == m {
+                        body.clone()
+                    } else {
+                        let mut b = (**body).clone();
+                        b.outputs = keep.iter().map(|&k| body.outputs()[k]).collect();
+                        b.output_blocks = vec![keep.len()];
+                        Arc::new(b.dce())
+                    };
+                    let base = ops.len() as u32;
+                    ops.push(ArrayOp::Map {
+                        body,
                         args: args.iter().map(|a| map[a.index()]).collect(),
-                    },
-                    other => rename(other, &map),
-                };
-                ops.push(op);
-                shapes.push(self.shapes[i]);
+                    });
+                    shapes.push(self.shapes[i]);
+                    for (j, &k) in keep.iter().enumerate() {
+                        map[i + k] = AVar(base + j as u32);
+                        if j > 0 {
+                            ops.push(ArrayOp::MapOut(j as u32));
+                            shapes.push(self.shapes[i]);
+                        }
+                    }
+                }
+                ArrayOp::MapOut(_) => {}
+                other => {
+                    map[i] = AVar(ops.len() as u32);
+                    ops.push(rename(other, &map));
+                    shapes.push(self.shapes[i]);
+                }
             }
         }
         self.ops = ops;
@@ -1080,6 +1132,101 @@ impl ArrayProgram {
             g.a = map[g.a.index()];
             g.b = map[g.b.index()];
         }
+        self
+    }
+}
+
+impl ArrayProgram {
+    /// Merges maps over the same arguments into one map with the outputs of
+    /// all (horizontal fusion): one pass over the arguments instead of
+    /// several, and the bodies share their common subexpressions (a
+    /// function's terms and their pullback, say). The merged map takes the
+    /// place of the first, where all the arguments are already defined.
+    pub(crate) fn fuse_maps(self) -> ArrayProgram {
+        let n = self.ops.len();
+        let mut groups: FxHashMap<&[AVar], Vec<usize>> = FxHashMap::default();
+        for (i, op) in self.ops.iter().enumerate() {
+            if let ArrayOp::Map { args, .. } = op {
+                groups.entry(args.as_slice()).or_default().push(i);
+            }
+        }
+        if groups.values().all(|g| g.len() < 2) {
+            return self;
+        }
+        // For each map: its group, if it is merged with others.
+        let mut group_of: Vec<Option<&Vec<usize>>> = vec![None; n];
+        for g in groups.values().filter(|g| g.len() > 1) {
+            for &i in g {
+                group_of[i] = Some(g);
+            }
+        }
+        let mut map = vec![AVar(0); n];
+        let mut ops = Vec::with_capacity(n);
+        let mut shapes = Vec::with_capacity(n);
+        let mut skip = vec![false; n];
+        for i in 0..n {
+            if skip[i] {
+                continue;
+            }
+            match &self.ops[i] {
+                ArrayOp::Map { args, .. } if group_of[i].is_some() => {
+                    let group = group_of[i].map(Vec::as_slice).unwrap_or(&[]);
+                    let mut sb = Builder::new();
+                    let ins: Vec<Var> = (0..args.len()).map(|_| sb.input()).collect();
+                    let mut outs: Vec<Var> = Vec::new();
+                    let base = ops.len() as u32;
+                    for &j in group {
+                        let ArrayOp::Map { body, .. } = &self.ops[j] else {
+                            continue;
+                        };
+                        let m = body.inline_into(&mut sb, &ins);
+                        for (k, o) in body.outputs().iter().enumerate() {
+                            map[j + k] = AVar(base + outs.len() as u32);
+                            skip[j + k] = true;
+                            outs.push(m[o.index()]);
+                        }
+                    }
+                    let body = Arc::new(sb.finish_unchecked(&outs).dce());
+                    let shape = self.shapes[i];
+                    ops.push(ArrayOp::Map {
+                        body,
+                        args: args.iter().map(|a| map[a.index()]).collect(),
+                    });
+                    shapes.push(shape);
+                    for k in 1..outs.len() {
+                        ops.push(ArrayOp::MapOut(k as u32));
+                        shapes.push(shape);
+                    }
+                }
+                op => {
+                    map[i] = AVar(ops.len() as u32);
+                    ops.push(rename(op, &map));
+                    shapes.push(self.shapes[i]);
+                }
+            }
+        }
+        ArrayProgram {
+            outputs: self.outputs.iter().map(|o| map[o.index()]).collect(),
+            guards: self
+                .guards
+                .iter()
+                .map(|g| ArrayGuard {
+                    a: map[g.a.index()],
+                    b: map[g.b.index()],
+                    ordering: g.ordering,
+                })
+                .collect(),
+            ops,
+            shapes,
+            input_shapes: self.input_shapes,
+            defect: self.defect,
+            id: self.id,
+        }
+    }
+
+    /// The same program under a new identifier.
+    pub(crate) fn with_fresh_id(mut self) -> ArrayProgram {
+        self.id = fresh_id();
         self
     }
 }

@@ -19,7 +19,13 @@ use crate::rules::{CustomRule, Prim};
 struct Frame {
     id: u64,
     builder: ArrayBuilder,
-    point: Vec<Vec<f64>>,
+    /// The trace point, when a first pass found that the code compares
+    /// scalars (see [`trace`]).
+    point: Option<Vec<Vec<f64>>>,
+    /// Input lengths.
+    lens: Vec<usize>,
+    /// Set when a comparison needed values and there was no point.
+    needs_point: bool,
 }
 
 thread_local! {
@@ -302,10 +308,15 @@ impl Array for TArray {
 /// The value of a scalar at the trace point: the trace so far, evaluated.
 fn primal_of(t: TScalar) -> f64 {
     let snapshot = STACK.with(|s| {
-        let stack = s.borrow();
-        let top = stack.iter().find(|f| f.id == t.trace)?;
+        let mut stack = s.borrow_mut();
+        let top = stack.iter_mut().find(|f| f.id == t.trace)?;
+        let Some(point) = &top.point else {
+            top.needs_point = true;
+            return None;
+        };
+        let point = point.clone();
         let p = ArrayProgram {
-            input_shapes: top.point.iter().map(|x| Shape::Vector(x.len())).collect(),
+            input_shapes: top.lens.iter().map(|&n| Shape::Vector(n)).collect(),
             ops: top.builder.ops().to_vec(),
             shapes: (0..top.builder.len())
                 .map(|i| top.builder.shape(AVar(i as u32)))
@@ -313,9 +324,10 @@ fn primal_of(t: TScalar) -> f64 {
             outputs: vec![t.var],
             guards: Vec::new(),
             defect: None,
+            id: super::ir::fresh_id(),
         }
         .dce();
-        Some((p, top.point.clone()))
+        Some((p, point))
     });
     let Some((p, point)) = snapshot else {
         return f64::NAN;
@@ -486,8 +498,9 @@ impl Drop for FrameGuard {
 /// [`TArray`], or a `Vec` of either). The program has one instruction per
 /// array operation, whatever the lengths: tracing costs no more for a
 /// million elements than for ten. The values of `x` are read only where
-/// the code compares scalars (`if loss > 0.0`): the comparison evaluates
-/// the trace so far there and records a guard.
+/// the code compares scalars (`if loss > 0.0`): then `f` runs a second
+/// time with the point kept, and each comparison evaluates the trace so
+/// far there and records a guard.
 ///
 /// # Errors
 ///
@@ -506,9 +519,24 @@ impl Drop for FrameGuard {
 /// assert_eq!(p.eval(&[&[0.0; 1000]]).unwrap()[0], vec![1000.0]);
 /// ```
 pub fn trace<O: ArrayOutput>(
-    f: impl FnOnce(&[TArray]) -> Result<O>,
+    f: impl Fn(&[TArray]) -> Result<O>,
     x: &[&[f64]],
 ) -> Result<ArrayProgram> {
+    // A first pass without the point: most code never compares scalars,
+    // and then tracing reads no data at all.
+    match trace_pass(&f, x, false)? {
+        Some(p) => Ok(p),
+        None => trace_pass(&f, x, true)?.ok_or(Error::ForeignTracer { trace: ORPHAN }),
+    }
+}
+
+/// One run of `f` on fresh tracers; `None` if it compared scalars and the
+/// point was not kept (then run again with `keep_point`).
+fn trace_pass<O: ArrayOutput>(
+    f: &impl Fn(&[TArray]) -> Result<O>,
+    x: &[&[f64]],
+    keep_point: bool,
+) -> Result<Option<ArrayProgram>> {
     let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
     let mut builder = ArrayBuilder::new();
     let inputs: Vec<TArray> = x
@@ -523,7 +551,9 @@ pub fn trace<O: ArrayOutput>(
         s.borrow_mut().push(Frame {
             id,
             builder,
-            point: x.iter().map(|v| v.to_vec()).collect(),
+            point: keep_point.then(|| x.iter().map(|v| v.to_vec()).collect()),
+            lens: x.iter().map(|v| v.len()).collect(),
+            needs_point: false,
         })
     });
     let guard = FrameGuard(id);
@@ -534,14 +564,17 @@ pub fn trace<O: ArrayOutput>(
         Some(stack.remove(pos))
     });
     drop(guard);
-    let out = out?;
     let Some(frame) = frame else {
         return Err(Error::ForeignTracer { trace: id });
     };
+    if frame.needs_point {
+        return Ok(None);
+    }
+    let out = out?;
     let vars = out.vars();
     if let Some(&(bad, _)) = vars.iter().find(|(t, _)| *t != id) {
         return Err(Error::ForeignTracer { trace: bad });
     }
     let outs: Vec<AVar> = vars.into_iter().map(|(_, v)| v).collect();
-    frame.builder.finish(&outs)
+    frame.builder.finish(&outs).map(Some)
 }

@@ -277,3 +277,77 @@ pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
     }
     b.finish(&outs)
 }
+
+/// Splits a map body that is linear in its late inputs (those without
+/// `early[k]`) for staging: `yⱼ = Σₗ Cⱼₗ(early) · lateₗ`. Returns the body
+/// that computes the coefficients `Cⱼₗ` from the early inputs (outputs in
+/// the order `(j, l)`, `j` major) and the body that combines them with the
+/// late inputs (inputs: the late inputs, then the coefficients). `None` if
+/// this would not make the late body shorter, or the body has guards or
+/// user rules.
+///
+/// Each coefficient is the body with late input `l` set to 1 and the other
+/// late inputs to structural zeros; that is exact for a body linear in the
+/// late inputs, which every direction-dependent map of a pushforward is
+/// (each pushforward rule is linear in the tangents). [`crate::array::Hvp`]
+/// uses it so that `linearize` computes the coefficients once and `apply`
+/// runs a few multiply-adds per element.
+pub(crate) fn linear_split(body: &Program, early: &[bool]) -> Option<(Program, Program)> {
+    use crate::program::{Builder, Var};
+    if !body.guards().is_empty() || !body.custom_rules().is_empty() {
+        return None;
+    }
+    let n_late = early.iter().filter(|&&e| !e).count();
+    let n_early = early.len() - n_late;
+    let m = body.n_outputs();
+    if n_late == 0 || n_early == 0 || 2 * m * n_late >= body.len() {
+        return None;
+    }
+    // Coefficients: early inputs → C (m × n_late).
+    let mut cb = Builder::with_capacity(n_late * body.len());
+    let early_in: Vec<Var> = (0..n_early).map(|_| cb.input()).collect();
+    let mut coefs = vec![Var(0); m * n_late];
+    for l in 0..n_late {
+        let mut ei = early_in.iter();
+        let mut li = 0;
+        let inputs: Vec<Var> = early
+            .iter()
+            .map(|&e| {
+                if e {
+                    *ei.next().unwrap_or(&Var(0))
+                } else {
+                    li += 1;
+                    if li - 1 == l {
+                        cb.constant(1.0)
+                    } else {
+                        cb.zero()
+                    }
+                }
+            })
+            .collect();
+        let map = body.inline_into(&mut cb, &inputs);
+        for (j, o) in body.outputs().iter().enumerate() {
+            coefs[j * n_late + l] = map[o.index()];
+        }
+    }
+    let coef = cb.finish_unchecked(&coefs).dce();
+    // Late: (late inputs, C) → y = C · late.
+    let mut lb = Builder::new();
+    let late_in: Vec<Var> = (0..n_late).map(|_| lb.input()).collect();
+    let c_in: Vec<Var> = (0..m * n_late).map(|_| lb.input()).collect();
+    let outs: Vec<Var> = (0..m)
+        .map(|j| {
+            let mut acc: Option<Var> = None;
+            for (l, &x) in late_in.iter().enumerate() {
+                let t = lb.mul(c_in[j * n_late + l], x);
+                acc = Some(match acc {
+                    Some(a) => lb.add(a, t),
+                    None => t,
+                });
+            }
+            acc.unwrap_or_else(|| lb.zero())
+        })
+        .collect();
+    let late = lb.finish_unchecked(&outs).dce();
+    Some((coef, late))
+}
