@@ -40,5 +40,8 @@ mod interop {}
 #[doc = include_str!("../book/src/peng_robinson.md")]
 mod peng_robinson {}
 
+#[doc = include_str!("../book/src/minimal_surface.md")]
+mod minimal_surface {}
+
 #[doc = include_str!("../README.md")]
 mod readme {}
