@@ -40,7 +40,7 @@ fn check_nonempty(what: &'static str, n: usize) -> Result<()> {
     }
 }
 
-fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+pub(crate) fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
     if expected != got {
         Err(Error::LengthMismatch {
             what,

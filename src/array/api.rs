@@ -5,6 +5,7 @@
 use std::sync::Arc;
 
 use super::ir::Matrix;
+use crate::drivers::check_len;
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -243,18 +244,6 @@ impl<T: Real> Dense<T> {
     }
 }
 
-fn same_len(what: &'static str, a: usize, b: usize) -> Result<()> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            what,
-            expected: a,
-            got: b,
-        })
-    }
-}
-
 fn check_range(what: &'static str, start: usize, len: usize, n: usize) -> Result<()> {
     match start.checked_add(len) {
         Some(e) if e <= n => Ok(()),
@@ -268,7 +257,7 @@ fn check_range(what: &'static str, start: usize, len: usize, n: usize) -> Result
 
 /// `Σ xᵢ` with four partial sums, in the order the array evaluator uses,
 /// so that native and traced results agree bit for bit on `f64`.
-fn sum4<T: Real>(x: &[T]) -> T {
+pub(crate) fn sum4<T: Real>(x: &[T]) -> T {
     let mut acc = [T::cst(0.0); 4];
     let chunks = x.chunks_exact(4);
     let rem = chunks.remainder();
@@ -297,15 +286,15 @@ impl<T: Real> Array for Dense<T> {
     }
 
     fn map2(&self, b: &Self, f: impl Fn(T, T) -> T) -> Result<Self> {
-        same_len("map2: second array", self.len(), b.len())?;
+        check_len("map2: second array", self.len(), b.len())?;
         Ok(Dense(
             self.0.iter().zip(&b.0).map(|(&x, &y)| f(x, y)).collect(),
         ))
     }
 
     fn map3(&self, b: &Self, c: &Self, f: impl Fn(T, T, T) -> T) -> Result<Self> {
-        same_len("map3: second array", self.len(), b.len())?;
-        same_len("map3: third array", self.len(), c.len())?;
+        check_len("map3: second array", self.len(), b.len())?;
+        check_len("map3: third array", self.len(), c.len())?;
         Ok(Dense(
             self.0
                 .iter()
@@ -355,7 +344,7 @@ impl<T: Real> Array for Dense<T> {
     }
 
     fn scatter_add(&self, idx: &Indices, len: usize) -> Result<Self> {
-        same_len("scatter_add: indices vs values", self.len(), idx.len())?;
+        check_len("scatter_add: indices vs values", self.len(), idx.len())?;
         let mut out = vec![T::cst(0.0); len];
         for (&x, &i) in self.0.iter().zip(idx.0.iter()) {
             let slot = out.get_mut(i as usize).ok_or(Error::IndexOutOfRange {
@@ -369,7 +358,7 @@ impl<T: Real> Array for Dense<T> {
     }
 
     fn matvec(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
-        same_len("matvec: vector vs matrix columns", m.cols(), v.len())?;
+        check_len("matvec: vector vs matrix columns", m.cols(), v.len())?;
         Ok(Dense(
             (0..m.rows())
                 .map(|r| {
@@ -381,7 +370,7 @@ impl<T: Real> Array for Dense<T> {
     }
 
     fn vecmat(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
-        same_len("vecmat: vector vs matrix rows", m.rows(), v.len())?;
+        check_len("vecmat: vector vs matrix rows", m.rows(), v.len())?;
         let mut out = vec![T::cst(0.0); m.cols()];
         for (r, &x) in v.0.iter().enumerate() {
             for (o, &a) in out.iter_mut().zip(m.row(r)) {

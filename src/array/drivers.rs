@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram};
 use super::trace::{trace, TArray, TScalar};
 use super::transform::{forward, linear_split, reverse_joint};
+use crate::drivers::check_len;
 use crate::error::{Error, Result};
 
 /// Traces `f` at `x` (one vector input, one scalar output).
@@ -18,18 +19,6 @@ fn trace_scalar(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Arr
 /// output cotangent fixed to 1.
 fn gradient_program(p: &ArrayProgram) -> Result<ArrayProgram> {
     reverse_joint(p)?.specialize(&[None, Some(1.0)], &[0, 1])
-}
-
-fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            what,
-            expected,
-            got,
-        })
-    }
 }
 
 /// The gradient of `f : ℝⁿ → ℝ`, written once against [`Array`](super::Array), at `x`:

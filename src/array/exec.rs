@@ -390,7 +390,7 @@ impl ArrayWorkspace {
             ArrayOp::Fill(c) => out.fill(*c),
             ArrayOp::Const(d) => out.copy_from_slice(d),
             ArrayOp::MapOut(_) => {}
-            ArrayOp::Sum(a) => out[0] = sum(self.buf(*a)),
+            ArrayOp::Sum(a) => out[0] = super::api::sum4(self.buf(*a)),
             ArrayOp::Broadcast(a) => {
                 let c = self.buf(*a)[0];
                 out.fill(c);
@@ -639,24 +639,6 @@ pub(crate) fn check_inputs(p: &ArrayProgram, inputs: &[&[f64]]) -> Result<()> {
         }
     }
     Ok(())
-}
-
-/// Σ xᵢ with four partial sums (the order is fixed, so results repeat bit
-/// for bit).
-pub(crate) fn sum(x: &[f64]) -> f64 {
-    let mut acc = [0.0; 4];
-    let chunks = x.chunks_exact(4);
-    let rem = chunks.remainder();
-    for c in chunks {
-        for l in 0..4 {
-            acc[l] += c[l];
-        }
-    }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for &r in rem {
-        s += r;
-    }
-    s
 }
 
 /// Σ aᵢ bᵢ with four partial sums.

@@ -11,6 +11,7 @@ use std::sync::Arc;
 use super::api::{Array, Indices};
 use super::exec::ArrayWorkspace;
 use super::ir::{AVar, ArrayBuilder, ArrayProgram, Matrix, Shape};
+use crate::drivers::check_len;
 use crate::error::{Error, Result};
 use crate::program::{Builder, Program, Tracer, Var};
 use crate::real::{private, Real};
@@ -163,18 +164,6 @@ fn map_traced(
         .collect();
     let r = with_top(&traces, |b| b.map(body, &vars)[0]);
     array_of(r, len)
-}
-
-fn check_len(what: &'static str, a: usize, b: usize) -> Result<()> {
-    if a == b {
-        Ok(())
-    } else {
-        Err(Error::LengthMismatch {
-            what,
-            expected: a,
-            got: b,
-        })
-    }
 }
 
 impl Array for TArray {
