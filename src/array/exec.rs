@@ -404,13 +404,13 @@ impl ArrayWorkspace {
                 out.fill(0.0);
                 out[*start..*start + src.len()].copy_from_slice(src);
             }
-            ArrayOp::Gather { a, idx } => {
+            ArrayOp::Gather { a, idx, .. } => {
                 let src = self.buf(*a);
                 for (o, &j) in out.iter_mut().zip(idx.iter()) {
                     *o = src[j as usize];
                 }
             }
-            ArrayOp::ScatterAdd { a, idx } => {
+            ArrayOp::ScatterAdd { a, idx, .. } => {
                 let src = self.buf(*a);
                 out.fill(0.0);
                 for (&x, &j) in src.iter().zip(idx.iter()) {

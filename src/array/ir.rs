@@ -173,6 +173,9 @@ pub enum ArrayOp {
         a: AVar,
         /// The indices, each below `a`'s length.
         idx: Arc<[u32]>,
+        /// One more than the largest index (0 if there are none), computed
+        /// once, so that copying the instruction checks it in O(1).
+        bound: usize,
     },
     /// `out[idx[i]] += a[i]`, from zeros of this value's length: the
     /// transpose of [`ArrayOp::Gather`].
@@ -181,6 +184,8 @@ pub enum ArrayOp {
         a: AVar,
         /// Where each goes, each below this value's length.
         idx: Arc<[u32]>,
+        /// One more than the largest index (0 if there are none).
+        bound: usize,
     },
     /// `M v` for a constant `rows × cols` matrix and a vector of `cols`.
     MatVec {
@@ -848,14 +853,20 @@ impl ArrayBuilder {
 
     /// `out[i] = a[idx[i]]`.
     pub fn gather(&mut self, a: AVar, idx: Arc<[u32]>) -> AVar {
+        let bound = index_bound(&idx);
+        self.gather_bounded(a, idx, bound)
+    }
+
+    /// [`ArrayBuilder::gather`] with the indices' bound already known.
+    pub(crate) fn gather_bounded(&mut self, a: AVar, idx: Arc<[u32]>, bound: usize) -> AVar {
         let out = Shape::Vector(idx.len());
         let Some(n) = self.vector_len(a, "gather: operand") else {
             return self.zero(out);
         };
-        if let Some(&bad) = idx.iter().find(|&&i| i as usize >= n) {
+        if bound > n {
             self.poison(Error::IndexOutOfRange {
                 what: "gather: index",
-                index: bad as usize,
+                index: bound - 1,
                 len: n,
             });
             return self.zero(out);
@@ -864,11 +875,23 @@ impl ArrayBuilder {
             return self.fill(c, out);
         }
         let key = Key::Gather(a, idx.as_ptr() as usize);
-        self.push_cse(key, ArrayOp::Gather { a, idx }, out)
+        self.push_cse(key, ArrayOp::Gather { a, idx, bound }, out)
     }
 
     /// `out[idx[i]] += a[i]` into zeros of length `len`.
     pub fn scatter_add(&mut self, a: AVar, idx: Arc<[u32]>, len: usize) -> AVar {
+        let bound = index_bound(&idx);
+        self.scatter_add_bounded(a, idx, len, bound)
+    }
+
+    /// [`ArrayBuilder::scatter_add`] with the indices' bound already known.
+    pub(crate) fn scatter_add_bounded(
+        &mut self,
+        a: AVar,
+        idx: Arc<[u32]>,
+        len: usize,
+        bound: usize,
+    ) -> AVar {
         let out = Shape::Vector(len);
         let Some(n) = self.vector_len(a, "scatter_add: operand") else {
             return self.zero(out);
@@ -881,10 +904,10 @@ impl ArrayBuilder {
             });
             return self.zero(out);
         }
-        if let Some(&bad) = idx.iter().find(|&&i| i as usize >= len) {
+        if bound > len {
             self.poison(Error::IndexOutOfRange {
                 what: "scatter_add: index",
-                index: bad as usize,
+                index: bound - 1,
                 len,
             });
             return self.zero(out);
@@ -893,7 +916,7 @@ impl ArrayBuilder {
             return self.zero(out);
         }
         let key = Key::ScatterAdd(a, idx.as_ptr() as usize, len);
-        self.push_cse(key, ArrayOp::ScatterAdd { a, idx }, out)
+        self.push_cse(key, ArrayOp::ScatterAdd { a, idx, bound }, out)
     }
 
     /// `M v`.
@@ -955,8 +978,10 @@ impl ArrayBuilder {
             ArrayOp::Broadcast(a) => self.broadcast(m(a), shape),
             ArrayOp::Slice { a, start } => self.slice(m(a), *start, shape.len()),
             ArrayOp::Pad { a, start } => self.pad(m(a), *start, shape.len()),
-            ArrayOp::Gather { a, idx } => self.gather(m(a), idx.clone()),
-            ArrayOp::ScatterAdd { a, idx } => self.scatter_add(m(a), idx.clone(), shape.len()),
+            ArrayOp::Gather { a, idx, bound } => self.gather_bounded(m(a), idx.clone(), *bound),
+            ArrayOp::ScatterAdd { a, idx, bound } => {
+                self.scatter_add_bounded(m(a), idx.clone(), shape.len(), *bound)
+            }
             ArrayOp::MatVec { m: mat, v } => self.matvec(mat.clone(), m(v)),
             ArrayOp::VecMat { m: mat, v } => self.vecmat(mat.clone(), m(v)),
         }
@@ -996,6 +1021,12 @@ impl ArrayBuilder {
         .fuse_maps()
         .with_fresh_id())
     }
+}
+
+/// One more than the largest index (0 for none): what a gather or
+/// scatter-add checks against the length it indexes.
+pub(crate) fn index_bound(idx: &[u32]) -> usize {
+    idx.iter().map(|&i| i as usize + 1).max().unwrap_or(0)
 }
 
 /// Removes body inputs that no instruction or output reads, and the
@@ -1252,13 +1283,15 @@ fn rename(op: &ArrayOp, map: &[AVar]) -> ArrayOp {
             a: m(a),
             start: *start,
         },
-        ArrayOp::Gather { a, idx } => ArrayOp::Gather {
+        ArrayOp::Gather { a, idx, bound } => ArrayOp::Gather {
             a: m(a),
             idx: idx.clone(),
+            bound: *bound,
         },
-        ArrayOp::ScatterAdd { a, idx } => ArrayOp::ScatterAdd {
+        ArrayOp::ScatterAdd { a, idx, bound } => ArrayOp::ScatterAdd {
             a: m(a),
             idx: idx.clone(),
+            bound: *bound,
         },
         ArrayOp::MatVec { m: mat, v } => ArrayOp::MatVec {
             m: mat.clone(),

@@ -177,11 +177,13 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
                     ArrayOp::Pad { a, start } => {
                         (*a, b.slice(ct, *start, p.shapes[a.index()].len()))
                     }
-                    ArrayOp::Gather { a, idx } => (
+                    ArrayOp::Gather { a, idx, bound } => (
                         *a,
-                        b.scatter_add(ct, idx.clone(), p.shapes[a.index()].len()),
+                        b.scatter_add_bounded(ct, idx.clone(), p.shapes[a.index()].len(), *bound),
                     ),
-                    ArrayOp::ScatterAdd { a, idx } => (*a, b.gather(ct, idx.clone())),
+                    ArrayOp::ScatterAdd { a, idx, bound } => {
+                        (*a, b.gather_bounded(ct, idx.clone(), *bound))
+                    }
                     ArrayOp::MatVec { m: mat, v } => (*v, b.vecmat(mat.clone(), ct)),
                     ArrayOp::VecMat { m: mat, v } => (*v, b.matvec(mat.clone(), ct)),
                     _ => continue,
@@ -260,9 +262,11 @@ pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
             ArrayOp::Broadcast(a) => t(a).map(|ta| b.broadcast(ta, shape)),
             ArrayOp::Slice { a, start } => t(a).map(|ta| b.slice(ta, *start, shape.len())),
             ArrayOp::Pad { a, start } => t(a).map(|ta| b.pad(ta, *start, shape.len())),
-            ArrayOp::Gather { a, idx } => t(a).map(|ta| b.gather(ta, idx.clone())),
-            ArrayOp::ScatterAdd { a, idx } => {
-                t(a).map(|ta| b.scatter_add(ta, idx.clone(), shape.len()))
+            ArrayOp::Gather { a, idx, bound } => {
+                t(a).map(|ta| b.gather_bounded(ta, idx.clone(), *bound))
+            }
+            ArrayOp::ScatterAdd { a, idx, bound } => {
+                t(a).map(|ta| b.scatter_add_bounded(ta, idx.clone(), shape.len(), *bound))
             }
             ArrayOp::MatVec { m: mat, v } => t(v).map(|tv| b.matvec(mat.clone(), tv)),
             ArrayOp::VecMat { m: mat, v } => t(v).map(|tv| b.vecmat(mat.clone(), tv)),
