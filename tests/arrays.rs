@@ -353,8 +353,6 @@ proptest! {
     fn reverse_transposes_forward_on_derived_programs((rf, _rg, ins) in two_recipes_and_inputs()) {
         let mut p = program_of(&rf);
         for k in 1..=3 {
-            let n_in = p.input_shapes().len();
-            let n_out = p.outputs().len();
             let lens: Vec<usize> = p.input_shapes().iter().map(|s| s.len()).collect();
             let olens: Vec<usize> = p.output_shapes().iter().map(|s| s.len()).collect();
             let pick = |i: usize, len: usize| -> Vec<f64> {
@@ -377,7 +375,6 @@ proptest! {
             let rhs: f64 = xbar.iter().zip(xdot.concat()).map(|(a, b)| a * b).sum();
             let scale = 1.0_f64.max(lhs.abs());
             prop_assert!((lhs - rhs).abs() / scale < 1e-10, "order {k}: {lhs} vs {rhs}");
-            let _ = (n_in, n_out);
             // The next order is ∂⃖ of this joint program.
             p = rev;
         }

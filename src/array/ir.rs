@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
+use crate::drivers::check_len;
 use crate::error::{Error, Result};
 use crate::program::{Builder, Op, Program, Var};
 
@@ -387,13 +388,11 @@ impl ArrayProgram {
     /// shape of the matching input of `next`; [`Error::LengthMismatch`] if
     /// the counts differ.
     pub fn then(&self, next: &ArrayProgram) -> Result<ArrayProgram> {
-        if self.outputs.len() != next.input_shapes.len() {
-            return Err(Error::LengthMismatch {
-                what: "ArrayProgram::then: outputs of the first vs inputs of the second",
-                expected: next.input_shapes.len(),
-                got: self.outputs.len(),
-            });
-        }
+        check_len(
+            "ArrayProgram::then: outputs of the first vs inputs of the second",
+            next.input_shapes.len(),
+            self.outputs.len(),
+        )?;
         for (o, s) in self.output_shapes().into_iter().zip(&next.input_shapes) {
             if o != *s {
                 return Err(Error::ShapeMismatch {
@@ -422,13 +421,11 @@ impl ArrayProgram {
     /// [`Error::LengthMismatch`] if `fixed` does not have one entry per
     /// input; [`Error::IndexOutOfRange`] for an output that does not exist.
     pub fn specialize(&self, fixed: &[Option<f64>], keep: &[usize]) -> Result<ArrayProgram> {
-        if fixed.len() != self.input_shapes.len() {
-            return Err(Error::LengthMismatch {
-                what: "ArrayProgram::specialize: fixed inputs",
-                expected: self.input_shapes.len(),
-                got: fixed.len(),
-            });
-        }
+        check_len(
+            "ArrayProgram::specialize: fixed inputs",
+            self.input_shapes.len(),
+            fixed.len(),
+        )?;
         if let Some(&bad) = keep.iter().find(|&&k| k >= self.outputs.len()) {
             return Err(Error::IndexOutOfRange {
                 what: "ArrayProgram::specialize: output",
