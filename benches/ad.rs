@@ -530,10 +530,40 @@ fn bench_evaluators(c: &mut Criterion) {
             });
             g.bench_function(format!("n={n}/{name}/lowered"), |b| {
                 b.iter(|| {
-                    prog.eval_f64(&mut regs, black_box(input), &mut got)
+                    prog.eval_f64_registers(&mut regs, black_box(input), &mut got)
                         .unwrap()
                 })
             });
+            #[cfg(feature = "jit")]
+            {
+                // Compiled now, even above the 2¹⁵-instruction limit of
+                // `eval_f64` (to show why the limit is there); from here on
+                // eval_f64 runs the native code. Checked bit for bit first.
+                let t = std::time::Instant::now();
+                let compiled = prog.native_instructions().0.unwrap();
+                eprintln!(
+                    "evaluators n={n} {name}: native code for {compiled} instructions compiled in {:.1} ms",
+                    t.elapsed().as_secs_f64() * 1e3
+                );
+                prog.eval_f64(&mut regs, input, &mut got).unwrap();
+                assert!(want
+                    .iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()));
+                g.bench_function(format!("n={n}/{name}/native"), |b| {
+                    b.iter(|| {
+                        prog.eval_f64(&mut regs, black_box(input), &mut got)
+                            .unwrap()
+                    })
+                });
+                // Compiling takes about a second per 10⁵ instructions: timed
+                // at the smallest n only.
+                if n == 1_000 {
+                    g.bench_function(format!("n={n}/{name}/compile native"), |b| {
+                        b.iter(|| prog.eval_f64_native_chunked(4096, black_box(input)))
+                    });
+                }
+            }
         }
     }
     g.finish();

@@ -813,6 +813,32 @@ where
     /// The program of [`Derivatives::eval_at`] at non-`f64` points, built
     /// on first use.
     generic: Option<Program>,
+    /// With the native backend (feature `jit`), for orders up to
+    /// [`NATIVE_ORDER`]: ∂⃗ᴺ of the traced program, which
+    /// [`Derivatives::eval`] runs instead of the Taylor jets (the program
+    /// is compiled to machine code once it is hot).
+    #[cfg(feature = "jit")]
+    native: Option<(Program, Registers)>,
+}
+
+/// The highest order [`Derivatives`] runs as a native ∂⃗ᴺ program
+/// (feature `jit`). Nested forward mode doubles the tangent parts at each
+/// order while Taylor mode grows like N², so beyond this order the Taylor
+/// jets stay.
+#[cfg(feature = "jit")]
+const NATIVE_ORDER: usize = 3;
+
+/// ∂⃗ᴺ of a Taylor program's trace, for [`Derivatives`] with the native
+/// backend (`None` above [`NATIVE_ORDER`]).
+#[cfg(feature = "jit")]
+fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Program, Registers)>> {
+    if order > NATIVE_ORDER {
+        return Ok(None);
+    }
+    Ok(Some((
+        univariate_program(t.program(), order)?,
+        Registers::new(),
+    )))
 }
 
 impl<N, F> std::fmt::Debug for Derivatives<N, F>
@@ -853,6 +879,8 @@ where
         let taylor = traced_univariate(&f, x0, N::to_usize())?;
         Ok(Derivatives {
             f,
+            #[cfg(feature = "jit")]
+            native: native_derivatives(&taylor, N::to_usize())?,
             taylor,
             input: GenericArray::default(),
             out: GenericArray::default(),
@@ -871,6 +899,22 @@ where
     ///
     /// Errors of re-tracing where a guard fails.
     pub fn eval(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
+        #[cfg(feature = "jit")]
+        if self.native.is_some() {
+            let (f, taylor, out) = (&self.f, &mut self.taylor, &mut self.out);
+            run_or_retrace(
+                &mut self.native,
+                || {
+                    *taylor = traced_univariate(f, x, N::to_usize())?;
+                    native_derivatives(taylor, N::to_usize())
+                },
+                |n| match n {
+                    Some((p, regs)) => p.eval_f64(regs, &[x], out),
+                    None => Err(Error::NotLinearized),
+                },
+            )?;
+            return Ok(self.out.clone());
+        }
         let (f, input, out) = (&self.f, &mut self.input, &mut self.out);
         input[0] = x;
         if input.len() > 1 {

@@ -74,7 +74,9 @@
 //! *structural* zeros exact (see [`Builder`]). Comparisons made while
 //! tracing become guards; where one fails, a raw program returns
 //! [`Error::GuardFailed`] and the compiled drivers re-trace.
-#![forbid(unsafe_code)]
+// The one exception is the native backend (`program::native`, feature
+// `jit`), which calls the machine code it generates.
+#![deny(unsafe_code)]
 #![warn(missing_docs)]
 
 pub mod array;

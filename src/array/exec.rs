@@ -221,6 +221,9 @@ pub struct ArrayWorkspace {
     bufs: Vec<Vec<f64>>,
     regs: Vec<[f64; BLOCK]>,
     outs: Vec<[f64; BLOCK]>,
+    /// A block of each input of a native kernel (feature `jit`).
+    #[cfg(feature = "jit")]
+    kernel_in: Vec<[f64; BLOCK]>,
     scalar_regs: Registers,
     scalar_ins: Vec<f64>,
     scalar_outs: Vec<f64>,
@@ -277,6 +280,8 @@ impl ArrayWorkspace {
             bufs,
             regs: Vec::new(),
             outs: Vec::new(),
+            #[cfg(feature = "jit")]
+            kernel_in: Vec::new(),
             scalar_regs: Registers::new(),
             scalar_ins: Vec::new(),
             scalar_outs: Vec::new(),
@@ -542,6 +547,16 @@ impl ArrayWorkspace {
         accs.clear();
         accs.resize(n_out, ([0.0; 4], [0.0; 3]));
         let head = n - n % 4;
+        // The body's native kernel (feature `jit`): its outputs follow its
+        // guard operands in `outs`.
+        #[cfg(feature = "jit")]
+        let native = body.native_block_when_hot(n);
+        #[cfg(feature = "jit")]
+        let first = native.map_or(0, |nc| nc.out_base);
+        #[cfg(not(feature = "jit"))]
+        let first = 0;
+        #[cfg(feature = "jit")]
+        let mut kernel_in = std::mem::take(&mut self.kernel_in);
         let bufs = &self.bufs;
         let slot = &self.plan.slot;
         let srcs = &self.srcs;
@@ -556,14 +571,21 @@ impl ArrayWorkspace {
                     None => [f64::NAN; BLOCK],
                 }
             };
-            if let Err(e) = body.eval_f64_block(&mut regs, input, &mut outs) {
+            #[cfg(feature = "jit")]
+            let step = match native {
+                Some(nc) => body.eval_f64_block_native(nc, &mut kernel_in, input, &mut outs),
+                None => body.eval_f64_block(&mut regs, input, &mut outs),
+            };
+            #[cfg(not(feature = "jit"))]
+            let step = body.eval_f64_block(&mut regs, input, &mut outs);
+            if let Err(e) = step {
                 result = Err(e);
                 break;
             }
             for (k, t) in targets.iter_mut().enumerate() {
                 if self.plan.sum_into[i + k].is_some() {
                     let (acc, tail) = &mut accs[k];
-                    for (l, &y) in outs[k][..cnt].iter().enumerate() {
+                    for (l, &y) in outs[first + k][..cnt].iter().enumerate() {
                         let g = i0 + l;
                         if g < head {
                             acc[g % 4] += y;
@@ -572,7 +594,7 @@ impl ArrayWorkspace {
                         }
                     }
                 } else {
-                    t[i0..i0 + cnt].copy_from_slice(&outs[k][..cnt]);
+                    t[i0..i0 + cnt].copy_from_slice(&outs[first + k][..cnt]);
                 }
             }
             i0 += BLOCK;
@@ -589,6 +611,10 @@ impl ArrayWorkspace {
         }
         self.regs = regs;
         self.outs = outs;
+        #[cfg(feature = "jit")]
+        {
+            self.kernel_in = kernel_in;
+        }
         self.accs = accs;
         result
     }

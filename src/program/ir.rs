@@ -309,6 +309,20 @@ pub struct Program {
     /// The register code of the lowered `f64` evaluator, built on first use.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) registers: super::eval::Cache<super::registers::RegisterCode>,
+    /// Native code of the whole program (feature `jit`), compiled on first
+    /// use; `None` inside where the program cannot be compiled.
+    #[cfg(feature = "jit")]
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) native: super::eval::Cache<Option<super::native::NativeCode>>,
+    /// Native code of the program as a map body's block kernel.
+    #[cfg(feature = "jit")]
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) native_block: super::eval::Cache<Option<super::native::NativeCode>>,
+    /// Runs of `eval_f64` and elements of block evaluation so far, toward
+    /// compiling ([`super::native::HOT_CALLS`]).
+    #[cfg(feature = "jit")]
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) heat: super::native::Heat,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }
@@ -339,6 +353,12 @@ impl TryFrom<ProgramData> for Program {
             defect: None,
             lowered: Default::default(),
             registers: Default::default(),
+            #[cfg(feature = "jit")]
+            native: Default::default(),
+            #[cfg(feature = "jit")]
+            native_block: Default::default(),
+            #[cfg(feature = "jit")]
+            heat: Default::default(),
             input_blocks: d.input_blocks,
             output_blocks: d.output_blocks,
         };
@@ -936,6 +956,12 @@ impl Builder {
             defect: self.defect,
             lowered: Default::default(),
             registers: Default::default(),
+            #[cfg(feature = "jit")]
+            native: Default::default(),
+            #[cfg(feature = "jit")]
+            native_block: Default::default(),
+            #[cfg(feature = "jit")]
+            heat: Default::default(),
             input_blocks,
             output_blocks,
         }

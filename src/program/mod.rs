@@ -5,6 +5,8 @@ pub(crate) mod custom;
 pub(crate) mod eval;
 mod fmt;
 pub(crate) mod ir;
+#[cfg(feature = "jit")]
+pub(crate) mod native;
 mod passes;
 pub(crate) mod registers;
 pub(crate) mod staging;

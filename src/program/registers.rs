@@ -38,7 +38,7 @@ use crate::rules::Prim;
 /// One register instruction. Operands and destinations are register
 /// numbers; `k` is an immediate constant.
 #[derive(Clone, Copy, Debug, PartialEq)]
-enum Ins {
+pub(crate) enum Ins {
     /// `dst = inputs[k]`.
     Input { dst: u32, k: u32 },
     /// `dst = a + b`.
@@ -105,7 +105,7 @@ enum Ins {
 /// A program lowered to register code.
 #[derive(Debug, Default)]
 pub(crate) struct RegisterCode {
-    code: Vec<Ins>,
+    pub(crate) code: Vec<Ins>,
     /// Runs of consecutive instructions of one kind ([`kind`]), as
     /// `(kind, end)`: each run is executed by a loop specialised to its
     /// kind, with no dispatch per instruction. [`Program::schedule`]
@@ -114,14 +114,14 @@ pub(crate) struct RegisterCode {
     runs: Vec<(u8, u32)>,
     /// Constants that some instruction reads from a register: loaded at the
     /// start of every run.
-    consts: Vec<(u32, f64)>,
+    pub(crate) consts: Vec<(u32, f64)>,
     /// User-rule applications: the rule's index and its operand registers.
-    customs: Vec<(u32, [u32; 3], u8)>,
+    pub(crate) customs: Vec<(u32, [u32; 3], u8)>,
     /// The registers of the outputs, in order.
-    outputs: Vec<u32>,
+    pub(crate) outputs: Vec<u32>,
     /// The registers of each guard's two operands, in guard order.
-    guard_regs: Vec<(u32, u32)>,
-    n_regs: usize,
+    pub(crate) guard_regs: Vec<(u32, u32)>,
+    pub(crate) n_regs: usize,
 }
 
 /// The registers of [`Program::eval_f64`]: keep one per program and
@@ -488,6 +488,197 @@ impl Program {
     ) -> Result<()> {
         self.check_run(inputs.len(), Some(outputs.len()))?;
         let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        #[cfg(feature = "jit")]
+        if let Some(nc) = self.native_when_hot(rc) {
+            let r = &mut regs.regs;
+            if nc.run(r, inputs) {
+                if !rc.guard_regs.is_empty() {
+                    let g = nc.guard_base;
+                    check_guard_operands(&self.guards, |i, _| (r[g + 2 * i], r[g + 2 * i + 1]))?;
+                }
+                outputs.copy_from_slice(&r[nc.out_base..nc.out_base + outputs.len()]);
+                return Ok(());
+            }
+        }
+        self.eval_registers(rc, regs, inputs, outputs)
+    }
+
+    /// The native code of the whole program (feature `jit`), compiled on
+    /// first use.
+    #[cfg(feature = "jit")]
+    fn native_code(&self, rc: &RegisterCode) -> Option<&super::native::NativeCode> {
+        self.native
+            .0
+            .get_or_init(|| super::native::compile_program(self, rc))
+            .as_ref()
+    }
+
+    /// The native code of the whole program once it is hot: compiled at
+    /// its [`HOT_CALLS`](super::native::HOT_CALLS)-th run, if it is at most
+    /// [`MAX_PROGRAM`](super::native::MAX_PROGRAM) instructions long.
+    #[cfg(feature = "jit")]
+    fn native_when_hot(&self, rc: &RegisterCode) -> Option<&super::native::NativeCode> {
+        use super::native::{HOT_CALLS, MAX_PROGRAM};
+        if let Some(n) = self.native.0.get() {
+            return n.as_ref();
+        }
+        if rc.code.len() > MAX_PROGRAM || self.heat.add(1) < u64::from(HOT_CALLS) {
+            return None;
+        }
+        self.native_code(rc)
+    }
+
+    /// The block kernel of the program as a map body once it is hot:
+    /// compiled when the register code has computed
+    /// [`HOT_ELEMENTS`](super::native::HOT_ELEMENTS) elements (`n` more now).
+    #[cfg(feature = "jit")]
+    pub(crate) fn native_block_when_hot(&self, n: usize) -> Option<&super::native::NativeCode> {
+        if let Some(k) = self.native_block.0.get() {
+            return k.as_ref();
+        }
+        if self.heat.add(n as u64) < super::native::HOT_ELEMENTS {
+            return None;
+        }
+        self.native_block()
+    }
+
+    /// The native block kernel of the program as a map body (feature
+    /// `jit`), compiled on first use.
+    #[cfg(feature = "jit")]
+    pub(crate) fn native_block(&self) -> Option<&super::native::NativeCode> {
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        self.native_block
+            .0
+            .get_or_init(|| super::native::compile_block(self, rc))
+            .as_ref()
+    }
+
+    /// Test hooks of the native backend (feature `jit`): how many
+    /// instructions the whole-program code and the block kernel compiled
+    /// (`None` where the program is not compiled).
+    #[cfg(feature = "jit")]
+    #[doc(hidden)]
+    pub fn native_instructions(&self) -> (Option<usize>, Option<usize>) {
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        (
+            self.native_code(rc).map(|n| n.n_instructions),
+            self.native_block().map(|n| n.n_instructions),
+        )
+    }
+
+    /// Test hook of the native backend (feature `jit`): the program
+    /// compiled afresh with at most `chunk` instructions per function, run
+    /// once at `inputs`. `None` where it is not compiled.
+    #[cfg(feature = "jit")]
+    #[doc(hidden)]
+    pub fn eval_f64_native_chunked(
+        &self,
+        chunk: usize,
+        inputs: &[f64],
+    ) -> Option<Result<Vec<f64>>> {
+        if let Err(e) = self.check_run(inputs.len(), None) {
+            return Some(Err(e));
+        }
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        let nc = super::native::compile_chunked(self, rc, chunk)?;
+        let mut r = Vec::new();
+        if !nc.run(&mut r, inputs) {
+            return None;
+        }
+        let g = nc.guard_base;
+        if let Err(e) = check_guard_operands(&self.guards, |i, _| (r[g + 2 * i], r[g + 2 * i + 1]))
+        {
+            return Some(Err(e));
+        }
+        Some(Ok(r[nc.out_base..nc.out_base + self.n_outputs()].to_vec()))
+    }
+
+    /// Test hook: the program run as a map body over one block of
+    /// [`native::BLOCK`](super::native) = 32 elements, by the native kernel
+    /// (`native`, feature `jit`) or by the register code. Guards are
+    /// checked in every lane. `None` where the kernel is not compiled.
+    #[doc(hidden)]
+    pub fn eval_f64_block32(
+        &self,
+        native: bool,
+        inputs: &[[f64; 32]],
+        outputs: &mut [[f64; 32]],
+    ) -> Option<Result<()>> {
+        if let Err(e) = self.check_run(inputs.len(), Some(outputs.len())) {
+            return Some(Err(e));
+        }
+        if !native {
+            let mut r = Vec::new();
+            return Some(self.eval_f64_block(&mut r, |k| inputs[k as usize], outputs));
+        }
+        #[cfg(feature = "jit")]
+        {
+            let nc = self.native_block()?;
+            let mut x = Vec::new();
+            let mut y = Vec::new();
+            let r = self.eval_f64_block_native(nc, &mut x, |k| inputs[k as usize], &mut y);
+            if r.is_ok() {
+                outputs.copy_from_slice(&y[nc.out_base..]);
+            }
+            Some(r)
+        }
+        #[cfg(not(feature = "jit"))]
+        None
+    }
+
+    /// Runs the block kernel `nc` of this program on the inputs `input(k)`,
+    /// gathered into `x`, leaving the outputs in `y[nc.out_base..]` (`x`
+    /// and `y` are grown as needed and reused). The native counterpart of
+    /// [`Program::eval_f64_block`], with the same results bit for bit.
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::GuardFailed`] if a guard fails in any lane.
+    #[cfg(feature = "jit")]
+    pub(crate) fn eval_f64_block_native<const N: usize>(
+        &self,
+        nc: &super::native::NativeCode,
+        x: &mut Vec<[f64; N]>,
+        input: impl Fn(u32) -> [f64; N],
+        y: &mut Vec<[f64; N]>,
+    ) -> Result<()> {
+        x.clear();
+        x.extend((0..self.n_inputs as u32).map(input));
+        y.resize(nc.out_base + self.outputs.len(), [0.0; N]);
+        if !nc.run_block(x, y) {
+            // Not reached: the kernel was compiled for this program and N.
+            return self.eval_f64_block(&mut Vec::new(), |k| x[k as usize], &mut y[nc.out_base..]);
+        }
+        if !self.guards.is_empty() {
+            let g = nc.guard_base;
+            (0..N).try_for_each(|l| {
+                check_guard_operands(&self.guards, |i, _| (y[g + 2 * i][l], y[g + 2 * i + 1][l]))
+            })?;
+        }
+        Ok(())
+    }
+
+    /// [`Program::eval_f64`] on the register code, never native code: the
+    /// reference the native backend is tested against.
+    #[doc(hidden)]
+    pub fn eval_f64_registers(
+        &self,
+        regs: &mut Registers,
+        inputs: &[f64],
+        outputs: &mut [f64],
+    ) -> Result<()> {
+        self.check_run(inputs.len(), Some(outputs.len()))?;
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        self.eval_registers(rc, regs, inputs, outputs)
+    }
+
+    fn eval_registers(
+        &self,
+        rc: &RegisterCode,
+        regs: &mut Registers,
+        inputs: &[f64],
+        outputs: &mut [f64],
+    ) -> Result<()> {
         let r = &mut regs.regs;
         if r.len() < rc.n_regs {
             r.resize(rc.n_regs, 0.0);

@@ -161,6 +161,20 @@ macro_rules! table {
                 match self { $( $( Prim::$P => <$fam::$P as Primitive>::value(x, param), )* )* }
             }
 
+            /// The f64 value as a C function of three operands and the
+            /// parameter (operands past the arity are ignored): what
+            /// native code calls for this primitive, so that it computes
+            /// exactly what [`Prim::value`] computes.
+            #[cfg(feature = "jit")]
+            pub(crate) fn native_value(self) -> extern "C" fn(f64, f64, f64, i32) -> f64 {
+                match self { $( $( Prim::$P => {
+                    extern "C" fn value(a: f64, b: f64, c: f64, param: i32) -> f64 {
+                        <$fam::$P as Primitive>::value(&[a, b, c], param)
+                    }
+                    value
+                } )* )* }
+            }
+
             /// Evaluates one instruction of the compact evaluation form
             /// ([`crate::program::eval`]): one flat `match` on its opcode
             /// over every primitive, an input and a constant, so the

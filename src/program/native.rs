@@ -1,0 +1,817 @@
+//! The native backend (feature `jit`): the register code of the lowered
+//! evaluator compiled to machine code with Cranelift.
+//!
+//! Two kinds of code come from one translation of the register
+//! instructions:
+//!
+//! * **Whole programs** ([`compile_program`]), for [`Program::eval_f64`].
+//!   The code is cut into functions of at most [`CHUNK`] instructions, so
+//!   that compile time stays linear in the program's length. Inside a
+//!   function every register is an SSA value that Cranelift allocates to
+//!   machine registers; between functions a register that is still needed
+//!   goes through the register file in memory (a store at the end of the
+//!   function that last wrote it, a load in the first that reads it).
+//! * **Block kernels** ([`compile_block`]), for the array tier's `map`:
+//!   the body as one loop over a block of [`BLOCK`] elements, two elements
+//!   per iteration in the two lanes of an SSE2 register.
+//!
+//! Every instruction computes the floating-point operation the
+//! interpreter computes, with the operands in the same order: `+ − · /`,
+//! negation, `sqrt` and `abs` as machine instructions (all exact in IEEE
+//! 754, so the same bits), a product fused into a sum as two separate
+//! roundings (never a fused multiply-add), and every other primitive as a
+//! call to the very Rust function the interpreter runs
+//! ([`Prim::native_value`]). So the results equal the interpreter's bit
+//! for bit; the tests check this on the random programs of the property
+//! tests. Programs with user rules are not compiled (they keep the
+//! register code).
+//!
+//! This module holds the crate's only `unsafe` code: turning the address
+//! of finished machine code into a function pointer, calling it, and
+//! freeing the code's memory. Each block carries its SAFETY argument.
+
+#![allow(unsafe_code)]
+
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::types::{F64, F64X2, I32, I64};
+use cranelift_codegen::ir::{AbiParam, InstBuilder, MemFlagsData, SigRef, Type, Value};
+use cranelift_codegen::settings::{self, Configurable};
+use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
+use cranelift_jit::{JITBuilder, JITModule};
+use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
+
+use super::ir::Program;
+use super::registers::{Ins, RegisterCode};
+use crate::rules::Prim;
+
+/// The most register instructions in one compiled function of a whole
+/// program.
+pub(crate) const CHUNK: usize = 1024;
+
+/// The elements one call of a block kernel computes.
+pub(crate) const BLOCK: usize = 32;
+
+/// The most register instructions a map body may have to be compiled as
+/// a block kernel (a longer body keeps the register code).
+const MAX_BODY: usize = 4 * CHUNK;
+
+/// How many times a program runs through [`Program::eval_f64`] before it
+/// is compiled: compiling costs about as much as a few thousand runs of
+/// the register code, so programs run only a few times never pay it.
+pub(crate) const HOT_CALLS: u32 = 1000;
+
+/// The longest program (in register instructions) compiled whole. Longer
+/// straight-line code runs slower natively than as register code: it no
+/// longer fits the instruction cache, while register code is compact and
+/// loops over runs of one kind. Long programs with data-parallel structure
+/// belong in the array tier, whose map bodies are compiled as loops.
+pub(crate) const MAX_PROGRAM: usize = 1 << 15;
+
+/// How many elements the register code computes for a map body before the
+/// body is compiled as a kernel.
+pub(crate) const HOT_ELEMENTS: u64 = 1 << 16;
+
+/// A counter of runs (or elements) toward compiling: starts at zero in a
+/// new or cloned program and takes no part in comparisons.
+#[derive(Debug, Default)]
+pub(crate) struct Heat(AtomicU64);
+
+impl Clone for Heat {
+    fn clone(&self) -> Self {
+        Heat::default()
+    }
+}
+
+impl PartialEq for Heat {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Heat {
+    /// Adds `k` and returns the new total.
+    pub(crate) fn add(&self, k: u64) -> u64 {
+        self.0.fetch_add(k, Ordering::Relaxed).saturating_add(k)
+    }
+}
+
+/// A compiled function: `f(r, x)`. For a chunk of a whole program, `r` is
+/// the register file and `x` the inputs; for a block kernel, `r` holds the
+/// outputs and `x` the inputs, each as [`BLOCK`] consecutive values.
+type Entry = unsafe extern "C" fn(*mut f64, *const f64);
+
+/// Machine code for one program, with the memory it lives in.
+pub(crate) struct NativeCode {
+    entries: Vec<Entry>,
+    /// Values of `x` the code reads (inputs; times [`BLOCK`] for a kernel).
+    x_len: usize,
+    /// Values of `r` the code reads and writes.
+    r_len: usize,
+    /// Where the guard operands start in `r` (pairs, in guard order; for a
+    /// kernel, in units of [`BLOCK`] values).
+    pub(crate) guard_base: usize,
+    /// Where the outputs start in `r` (for a kernel, in units of
+    /// [`BLOCK`]).
+    pub(crate) out_base: usize,
+    /// Instructions compiled (for the benchmarks' compile time per
+    /// instruction).
+    pub(crate) n_instructions: usize,
+    /// The memory of the code. Held only to be freed on drop; the mutex
+    /// makes the owner `Sync` (the module itself is not used after
+    /// finalisation).
+    module: Option<Mutex<JITModule>>,
+}
+
+impl fmt::Debug for NativeCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("NativeCode")
+            .field("functions", &self.entries.len())
+            .field("instructions", &self.n_instructions)
+            .finish()
+    }
+}
+
+impl Drop for NativeCode {
+    fn drop(&mut self) {
+        if let Some(m) = self.module.take() {
+            let m = m.into_inner().unwrap_or_else(|e| e.into_inner());
+            // SAFETY: the only pointers into this module's memory are
+            // `self.entries`, which are dropped with `self`. Every call
+            // through them borrows `self` (`run`, `run_block`), so none
+            // is executing now and none can happen later.
+            unsafe { m.free_memory() };
+        }
+    }
+}
+
+impl NativeCode {
+    /// Runs a whole program: `r` is grown to the code's needs, `x` holds
+    /// the inputs. Afterwards `r[out_base..]` holds the outputs and
+    /// `r[guard_base..]` the guard operands. Returns `false`, running
+    /// nothing, if `x` is too short.
+    pub(crate) fn run(&self, r: &mut Vec<f64>, x: &[f64]) -> bool {
+        if x.len() < self.x_len {
+            return false;
+        }
+        if r.len() < self.r_len {
+            r.resize(self.r_len, 0.0);
+        }
+        for f in &self.entries {
+            // SAFETY: `f` is finished code of this module (alive while
+            // `self` is borrowed) with the signature `Entry`, generated by
+            // `compile_program`. It reads `x[k]` only for `k < x_len`
+            // (inputs past that compile to NaN constants) and reads and
+            // writes `r[i]` only for `i < r_len`; both lengths were
+            // checked above, and the two slices do not overlap. The code
+            // calls only `Prim::native_value` functions, which are safe
+            // Rust, and keeps no pointer after it returns.
+            unsafe { f(r.as_mut_ptr(), x.as_ptr()) };
+        }
+        true
+    }
+
+    /// Runs a block kernel on `x` (the body's inputs, one block each) into
+    /// `y` (outputs from [`NativeCode::out_base`], guard operand pairs from
+    /// [`NativeCode::guard_base`]). Returns `false`, running nothing, if a
+    /// slice is too short or `N` is not [`BLOCK`].
+    pub(crate) fn run_block<const N: usize>(&self, x: &[[f64; N]], y: &mut [[f64; N]]) -> bool {
+        if N != BLOCK || x.len() * N < self.x_len || y.len() * N < self.r_len {
+            return false;
+        }
+        let Some(&f) = self.entries.first() else {
+            return false;
+        };
+        // SAFETY: `f` is finished code of this module with the signature
+        // `Entry`, generated by `compile_block`. It reads the `x_len`
+        // values after `x`'s pointer and writes the `r_len` values after
+        // `y`'s, both within the slices (checked above: `[f64; N]` is `N`
+        // contiguous `f64`s and `N == BLOCK`), which do not overlap. It
+        // calls only `Prim::native_value` functions and keeps no pointer.
+        unsafe { f(y.as_mut_ptr().cast::<f64>(), x.as_ptr().cast::<f64>()) };
+        true
+    }
+}
+
+/// A fresh JIT module for the host. Kernels (`fast_code`) get Cranelift's
+/// optimisations and backtracking register allocator; whole programs, whose
+/// compile time matters more than the last percent of speed, the
+/// single-pass allocator.
+fn module(fast_code: bool) -> Option<JITModule> {
+    let mut flags = settings::builder();
+    flags.set("opt_level", "speed").ok()?;
+    let allocator = if fast_code {
+        "backtracking"
+    } else {
+        "single_pass"
+    };
+    flags.set("regalloc_algorithm", allocator).ok()?;
+    flags.set("use_colocated_libcalls", "false").ok()?;
+    flags.set("is_pic", "false").ok()?;
+    // The generated code is checked by the tests against the interpreter;
+    // the IR verifier would add a quarter to the compile time.
+    flags.set("enable_verifier", "false").ok()?;
+    let isa = cranelift_native::builder()
+        .ok()?
+        .finish(settings::Flags::new(flags))
+        .ok()?;
+    Some(JITModule::new(JITBuilder::with_isa(
+        isa,
+        default_libcall_names(),
+    )))
+}
+
+/// Whether native code would call out for this instruction (a primitive
+/// other than the arithmetic, `sqrt` and `abs`). Kernels with calls stay
+/// register code: every machine register holding a value is
+/// caller-saved, so each call, once per element, spills them all, while
+/// the register code calls the function over a whole block at once.
+fn calls(ins: &Ins) -> bool {
+    match *ins {
+        Ins::Unary { prim, .. } => !matches!(prim, Prim::Sqrt | Prim::Abs),
+        Ins::Binary { .. } | Ins::Ternary { .. } | Ins::Custom { .. } => true,
+        _ => false,
+    }
+}
+
+/// The registers an instruction reads, and how many.
+fn operands(ins: &Ins) -> ([u32; 3], usize) {
+    match *ins {
+        Ins::Input { .. } | Ins::Custom { .. } => ([0; 3], 0),
+        Ins::Neg { a, .. }
+        | Ins::AddK { a, .. }
+        | Ins::KAdd { a, .. }
+        | Ins::SubK { a, .. }
+        | Ins::KSub { a, .. }
+        | Ins::MulK { a, .. }
+        | Ins::KMul { a, .. }
+        | Ins::DivK { a, .. }
+        | Ins::KDiv { a, .. }
+        | Ins::Unary { a, .. } => ([a, 0, 0], 1),
+        Ins::Add { a, b, .. }
+        | Ins::Sub { a, b, .. }
+        | Ins::Mul { a, b, .. }
+        | Ins::Div { a, b, .. }
+        | Ins::Binary { a, b, .. } => ([a, b, 0], 2),
+        Ins::MulAdd { a, b, c, .. }
+        | Ins::AddMul { a, b, c, .. }
+        | Ins::MulSub { a, b, c, .. }
+        | Ins::SubMul { a, b, c, .. }
+        | Ins::Ternary { a, b, c, .. } => ([a, b, c], 3),
+    }
+}
+
+/// The register an instruction writes.
+fn destination(ins: &Ins) -> u32 {
+    match *ins {
+        Ins::Input { dst, .. }
+        | Ins::Custom { dst, .. }
+        | Ins::Neg { dst, .. }
+        | Ins::AddK { dst, .. }
+        | Ins::KAdd { dst, .. }
+        | Ins::SubK { dst, .. }
+        | Ins::KSub { dst, .. }
+        | Ins::MulK { dst, .. }
+        | Ins::KMul { dst, .. }
+        | Ins::DivK { dst, .. }
+        | Ins::KDiv { dst, .. }
+        | Ins::Unary { dst, .. }
+        | Ins::Add { dst, .. }
+        | Ins::Sub { dst, .. }
+        | Ins::Mul { dst, .. }
+        | Ins::Div { dst, .. }
+        | Ins::Binary { dst, .. }
+        | Ins::MulAdd { dst, .. }
+        | Ins::AddMul { dst, .. }
+        | Ins::MulSub { dst, .. }
+        | Ins::SubMul { dst, .. }
+        | Ins::Ternary { dst, .. } => dst,
+    }
+}
+
+/// Where an instruction's inputs come from.
+#[derive(Clone, Copy)]
+enum Inputs {
+    /// `x[k]` for `k < n` (a whole program).
+    Scalar { n: usize },
+    /// `x[k · BLOCK + l]` at lane offset `off` bytes (a block kernel).
+    Block { off: Value, n: usize },
+}
+
+/// The translation of register instructions into one Cranelift function.
+struct Gen<'a, 'f> {
+    b: &'a mut FunctionBuilder<'f>,
+    /// `F64`, or `F64X2` for a block kernel.
+    ty: Type,
+    /// The current SSA value of each register in this function.
+    vals: Vec<Option<Value>>,
+    /// The constant each constant register holds.
+    consts: &'a [Option<f64>],
+    /// The register file (whole programs; loads of registers that this
+    /// function has not written).
+    r: Value,
+    /// Whether `r` is the register file (a whole program) or the outputs
+    /// (a kernel, where every register is written before it is read).
+    register_file: bool,
+    x: Value,
+    inputs: Inputs,
+    /// The signature of [`Prim::native_value`].
+    sig: SigRef,
+    ptr: Type,
+}
+
+fn flags() -> MemFlagsData {
+    MemFlagsData::trusted()
+}
+
+impl Gen<'_, '_> {
+    fn konst(&mut self, k: f64) -> Value {
+        let c = self.b.ins().f64const(k);
+        if self.ty == F64 {
+            c
+        } else {
+            self.b.ins().splat(self.ty, c)
+        }
+    }
+
+    fn get(&mut self, reg: u32) -> Value {
+        let i = reg as usize;
+        if let Some(v) = self.vals[i] {
+            return v;
+        }
+        let v = match self.consts.get(i).copied().flatten() {
+            Some(c) => self.konst(c),
+            None if self.register_file => {
+                self.b.ins().load(self.ty, flags(), self.r, (i * 8) as i32)
+            }
+            // Not reached: register code writes each register before it
+            // reads it.
+            None => self.konst(f64::NAN),
+        };
+        self.vals[i] = Some(v);
+        v
+    }
+
+    /// Stores register `reg`'s current value into the register file.
+    fn store(&mut self, reg: u32) {
+        if self.consts.get(reg as usize).copied().flatten().is_some() {
+            return;
+        }
+        let v = self.get(reg);
+        self.b
+            .ins()
+            .store(flags(), v, self.r, (reg as usize * 8) as i32);
+    }
+
+    fn input(&mut self, k: u32) -> Value {
+        let k = k as usize;
+        match self.inputs {
+            Inputs::Scalar { n } if k < n => {
+                self.b.ins().load(F64, flags(), self.x, (k * 8) as i32)
+            }
+            Inputs::Block { off, n } if k < n => {
+                let p = self.b.ins().iadd(self.x, off);
+                self.b
+                    .ins()
+                    .load(self.ty, flags(), p, (k * BLOCK * 8) as i32)
+            }
+            _ => self.konst(f64::NAN),
+        }
+    }
+
+    /// A call of `prim`'s value on each lane.
+    fn call(&mut self, prim: Prim, param: i32, args: &[Value]) -> Value {
+        let f = self
+            .b
+            .ins()
+            .iconst(self.ptr, prim.native_value() as usize as i64);
+        let p = self.b.ins().iconst(I32, i64::from(param));
+        let zero = self.b.ins().f64const(0.0);
+        let lanes = if self.ty == F64 { 1 } else { 2 };
+        let mut out = None;
+        for l in 0..lanes {
+            let mut a = [zero; 3];
+            for (slot, &v) in a.iter_mut().zip(args) {
+                *slot = if lanes == 1 {
+                    v
+                } else {
+                    self.b.ins().extractlane(v, l as u8)
+                };
+            }
+            let call = self
+                .b
+                .ins()
+                .call_indirect(self.sig, f, &[a[0], a[1], a[2], p]);
+            let y = self.b.inst_results(call)[0];
+            out = Some(match out {
+                None if lanes == 1 => y,
+                None => self.b.ins().scalar_to_vector(self.ty, y),
+                Some(v) => self.b.ins().insertlane(v, y, l as u8),
+            });
+        }
+        out.unwrap_or(zero)
+    }
+
+    /// Translates one instruction; `false` for a user rule.
+    fn ins(&mut self, ins: &Ins) -> bool {
+        let (o, n) = operands(ins);
+        let mut v = [None; 3];
+        for j in 0..n {
+            v[j] = Some(self.get(o[j]));
+        }
+        let [a, b, c] = v.map(|x| x.unwrap_or(self.r));
+        let y = match *ins {
+            Ins::Input { k, .. } => self.input(k),
+            Ins::Custom { .. } => return false,
+            Ins::Add { .. } => self.b.ins().fadd(a, b),
+            Ins::Sub { .. } => self.b.ins().fsub(a, b),
+            Ins::Mul { .. } => self.b.ins().fmul(a, b),
+            Ins::Div { .. } => self.b.ins().fdiv(a, b),
+            Ins::Neg { .. } => self.b.ins().fneg(a),
+            Ins::AddK { k, .. } => {
+                let k = self.konst(k);
+                self.b.ins().fadd(a, k)
+            }
+            Ins::KAdd { k, .. } => {
+                let k = self.konst(k);
+                self.b.ins().fadd(k, a)
+            }
+            Ins::SubK { k, .. } => {
+                let k = self.konst(k);
+                self.b.ins().fsub(a, k)
+            }
+            Ins::KSub { k, .. } => {
+                let k = self.konst(k);
+                self.b.ins().fsub(k, a)
+            }
+            Ins::MulK { k, .. } => {
+                let k = self.konst(k);
+                self.b.ins().fmul(a, k)
+            }
+            Ins::KMul { k, .. } => {
+                let k = self.konst(k);
+                self.b.ins().fmul(k, a)
+            }
+            Ins::DivK { k, .. } => {
+                let k = self.konst(k);
+                self.b.ins().fdiv(a, k)
+            }
+            Ins::KDiv { k, .. } => {
+                let k = self.konst(k);
+                self.b.ins().fdiv(k, a)
+            }
+            Ins::MulAdd { .. } => {
+                let p = self.b.ins().fmul(a, b);
+                self.b.ins().fadd(p, c)
+            }
+            Ins::AddMul { .. } => {
+                let p = self.b.ins().fmul(a, b);
+                self.b.ins().fadd(c, p)
+            }
+            Ins::MulSub { .. } => {
+                let p = self.b.ins().fmul(a, b);
+                self.b.ins().fsub(p, c)
+            }
+            Ins::SubMul { .. } => {
+                let p = self.b.ins().fmul(a, b);
+                self.b.ins().fsub(c, p)
+            }
+            Ins::Unary { prim, param, .. } => match prim {
+                Prim::Sqrt => self.b.ins().sqrt(a),
+                Prim::Abs => self.b.ins().fabs(a),
+                _ => self.call(prim, param, &[a]),
+            },
+            Ins::Binary { prim, param, .. } => self.call(prim, param, &[a, b]),
+            Ins::Ternary { prim, .. } => self.call(prim, 0, &[a, b, c]),
+        };
+        self.vals[destination(ins) as usize] = Some(y);
+        true
+    }
+}
+
+/// How far ahead (in instructions) a value is kept in a machine register
+/// for its next read; values read later go through the register file.
+const HORIZON: usize = 48;
+
+/// For each instruction of `ins`, the position of the next read of the
+/// register it writes and of each register it reads, before that register
+/// is written again (`usize::MAX`: not read again in `ins`).
+#[allow(clippy::type_complexity)]
+fn next_reads(ins: &[Ins], n_regs: usize) -> (Vec<usize>, Vec<[usize; 3]>) {
+    let mut next = vec![usize::MAX; n_regs];
+    let mut next_dst = vec![usize::MAX; ins.len()];
+    let mut next_op = vec![[usize::MAX; 3]; ins.len()];
+    for (j, i) in ins.iter().enumerate().rev() {
+        let d = destination(i) as usize;
+        next_dst[j] = next[d];
+        next[d] = usize::MAX;
+        let (o, n) = operands(i);
+        for k in 0..n {
+            next_op[j][k] = next[o[k] as usize];
+        }
+        for &a in &o[..n] {
+            next[a as usize] = j;
+        }
+    }
+    (next_dst, next_op)
+}
+
+/// The constant held by each register of `rc` (`None` for the others).
+fn constant_registers(rc: &RegisterCode) -> Vec<Option<f64>> {
+    let mut consts = vec![None; rc.n_regs];
+    for &(i, c) in &rc.consts {
+        if let Some(slot) = consts.get_mut(i as usize) {
+            *slot = Some(c);
+        }
+    }
+    consts
+}
+
+/// Declares, translates and defines one function of signature [`Entry`];
+/// `body` emits its code and returns `false` to give up.
+fn define(
+    module: &mut JITModule,
+    fbc: &mut FunctionBuilderContext,
+    name: &str,
+    body: impl FnOnce(&mut FunctionBuilder<'_>, Value, Value, SigRef, Type) -> bool,
+) -> Option<FuncId> {
+    let config = module.target_config();
+    let ptr = config.pointer_type();
+    let mut ctx = module.make_context();
+    ctx.func.signature.params.push(AbiParam::new(ptr));
+    ctx.func.signature.params.push(AbiParam::new(ptr));
+    let mut prim_sig = module.make_signature();
+    for _ in 0..3 {
+        prim_sig.params.push(AbiParam::new(F64));
+    }
+    prim_sig.params.push(AbiParam::new(I32));
+    prim_sig.returns.push(AbiParam::new(F64));
+    let ok = {
+        let mut b = FunctionBuilder::new(&mut ctx.func, fbc);
+        let sig = b.import_signature(prim_sig);
+        let entry = b.create_block();
+        b.append_block_params_for_function_params(entry);
+        b.switch_to_block(entry);
+        b.seal_block(entry);
+        let (r, x) = (b.block_params(entry)[0], b.block_params(entry)[1]);
+        let ok = body(&mut b, r, x, sig, ptr);
+        b.finalize(config);
+        ok
+    };
+    if !ok {
+        return None;
+    }
+    let id = module
+        .declare_function(name, Linkage::Local, &ctx.func.signature)
+        .ok()?;
+    module.define_function(id, &mut ctx).ok()?;
+    module.clear_context(&mut ctx);
+    Some(id)
+}
+
+/// Finishes the module and takes the entry points of `ids`.
+fn finish(mut module: JITModule, ids: &[FuncId]) -> Option<(JITModule, Vec<Entry>)> {
+    module.finalize_definitions().ok()?;
+    let entries = ids
+        .iter()
+        .map(|&id| {
+            let p = module.get_finalized_function(id);
+            // SAFETY: `p` is the start of a function this module compiled
+            // and has just made executable, declared in `define` with two
+            // pointer parameters and no results under the host's default
+            // calling convention, which is `extern "C"` on every host
+            // Cranelift supports; so it has the type `Entry`.
+            unsafe { std::mem::transmute::<*const u8, Entry>(p) }
+        })
+        .collect();
+    Some((module, entries))
+}
+
+/// Compiles a whole program's register code, or `None` if it has user
+/// rules or Cranelift refuses it (the caller keeps the register code).
+pub(crate) fn compile_program(p: &Program, rc: &RegisterCode) -> Option<NativeCode> {
+    compile_chunked(p, rc, CHUNK)
+}
+
+/// [`compile_program`] with at most `chunk` (≥ 1) instructions per
+/// function.
+pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> Option<NativeCode> {
+    let size = chunk.max(1);
+    if !rc.customs.is_empty() {
+        return None;
+    }
+    let n_regs = rc.n_regs;
+    let guard_base = n_regs;
+    let out_base = guard_base + 2 * rc.guard_regs.len();
+    let r_len = out_base + rc.outputs.len();
+    if r_len.max(p.n_inputs) > (i32::MAX / 8) as usize {
+        return None;
+    }
+    let consts = constant_registers(rc);
+    let code = &rc.code;
+    let n_chunks = code.len().div_ceil(size).max(1);
+    let chunk = |c: usize| &code[(c * size).min(code.len())..((c + 1) * size).min(code.len())];
+
+    // Instructions whose result must be stored: the last write of a
+    // register in its chunk, where a later chunk reads the register. The
+    // store follows the write at once, so that no value stays alive to
+    // the end of its function only to be stored.
+    let mut live = vec![false; n_regs];
+    for &i in rc
+        .outputs
+        .iter()
+        .chain(rc.guard_regs.iter().flat_map(|(a, b)| [a, b]))
+    {
+        live[i as usize] = true;
+    }
+    let mut store_after = vec![false; code.len()];
+    let mut seen = vec![false; n_regs];
+    for c in (0..n_chunks).rev() {
+        let start = (c * size).min(code.len());
+        let ins = chunk(c);
+        for (j, i) in ins.iter().enumerate().rev() {
+            let d = destination(i) as usize;
+            if !seen[d] {
+                seen[d] = true;
+                store_after[start + j] = live[d];
+            }
+        }
+        for i in ins {
+            seen[destination(i) as usize] = false;
+        }
+        for i in ins.iter().rev() {
+            live[destination(i) as usize] = false;
+            let (o, n) = operands(i);
+            for &a in &o[..n] {
+                live[a as usize] = true;
+            }
+        }
+    }
+
+    let mut module = module(false)?;
+    let mut fbc = FunctionBuilderContext::new();
+    let mut ids = Vec::with_capacity(n_chunks);
+    for c in 0..n_chunks {
+        let start = (c * size).min(code.len());
+        let last = c + 1 == n_chunks;
+        let id = define(
+            &mut module,
+            &mut fbc,
+            &format!("chunk{c}"),
+            |b, r, x, sig, ptr| {
+                let mut g = Gen {
+                    b,
+                    ty: F64,
+                    vals: vec![None; n_regs],
+                    consts: &consts,
+                    r,
+                    register_file: true,
+                    x,
+                    inputs: Inputs::Scalar { n: p.n_inputs },
+                    sig,
+                    ptr,
+                };
+                let ins = chunk(c);
+                let (next_dst, next_op) = next_reads(ins, n_regs);
+                // Whether a register's current value is in the register file:
+                // yes for values from earlier functions, no for a value written
+                // here until it is stored.
+                let mut in_memory = vec![true; n_regs];
+                for (j, i) in ins.iter().enumerate() {
+                    if !g.ins(i) {
+                        return false;
+                    }
+                    let d = destination(i);
+                    in_memory[d as usize] = false;
+                    if store_after[start + j] {
+                        g.store(d);
+                        in_memory[d as usize] = true;
+                    }
+                    // Values not read again soon leave the machine registers:
+                    // stored if a later instruction of this function reads
+                    // them, and loaded again there. This bounds the number of
+                    // values alive at once, so register allocation stays
+                    // linear in the function's length.
+                    let (o, n) = operands(i);
+                    let later = o[..n]
+                        .iter()
+                        .zip(next_op[j])
+                        .filter(|&(&a, _)| a != d)
+                        .map(|(&a, t)| (a, t))
+                        .chain([(d, next_dst[j])]);
+                    for (a, t) in later {
+                        if t <= j + HORIZON {
+                            continue;
+                        }
+                        if t != usize::MAX && !in_memory[a as usize] {
+                            g.store(a);
+                            in_memory[a as usize] = true;
+                        }
+                        g.vals[a as usize] = None;
+                    }
+                }
+                if last {
+                    let pairs = rc.guard_regs.iter().flat_map(|&(a, b)| [a, b]);
+                    for (k, reg) in pairs.enumerate() {
+                        let v = g.get(reg);
+                        g.b.ins()
+                            .store(flags(), v, r, ((guard_base + k) * 8) as i32);
+                    }
+                    for (k, &reg) in rc.outputs.iter().enumerate() {
+                        let v = g.get(reg);
+                        g.b.ins().store(flags(), v, r, ((out_base + k) * 8) as i32);
+                    }
+                }
+                g.b.ins().return_(&[]);
+                true
+            },
+        )?;
+        ids.push(id);
+    }
+    let (module, entries) = finish(module, &ids)?;
+    Some(NativeCode {
+        entries,
+        x_len: p.n_inputs,
+        r_len,
+        guard_base,
+        out_base,
+        n_instructions: code.len(),
+        module: Some(Mutex::new(module)),
+    })
+}
+
+/// Compiles a map body's register code as a block kernel: one loop over
+/// [`BLOCK`] elements, two per iteration. `None` if the body calls out
+/// ([`calls`]: user rules and the transcendental primitives), is longer
+/// than the limit, or Cranelift refuses it.
+pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode> {
+    if !rc.customs.is_empty() || rc.code.len() > MAX_BODY || rc.code.iter().any(calls) {
+        return None;
+    }
+    const W: usize = 2;
+    let guard_base = 0;
+    let out_base = 2 * rc.guard_regs.len();
+    let n_rows = out_base + rc.outputs.len();
+    if n_rows.max(p.n_inputs) * BLOCK > (i32::MAX / 8) as usize {
+        return None;
+    }
+    let consts = constant_registers(rc);
+    let mut module = module(true)?;
+    let mut fbc = FunctionBuilderContext::new();
+    let id = define(&mut module, &mut fbc, "block", |b, r, x, sig, ptr| {
+        let body = b.create_block();
+        let exit = b.create_block();
+        b.append_block_param(body, I64);
+        let zero = b.ins().iconst(I64, 0);
+        b.ins().jump(body, &[zero.into()]);
+        b.switch_to_block(body);
+        let off = b.block_params(body)[0];
+        let mut g = Gen {
+            b,
+            ty: F64X2,
+            vals: vec![None; rc.n_regs],
+            consts: &consts,
+            r,
+            register_file: false,
+            x,
+            inputs: Inputs::Block { off, n: p.n_inputs },
+            sig,
+            ptr,
+        };
+        for i in &rc.code {
+            if !g.ins(i) {
+                return false;
+            }
+        }
+        let pairs = rc.guard_regs.iter().flat_map(|&(a, b)| [a, b]);
+        let rows: Vec<u32> = pairs.chain(rc.outputs.iter().copied()).collect();
+        let base = g.b.ins().iadd(r, off);
+        for (k, &reg) in rows.iter().enumerate() {
+            let v = g.get(reg);
+            g.b.ins().store(flags(), v, base, (k * BLOCK * 8) as i32);
+        }
+        let next = g.b.ins().iadd_imm_u(off, (W * 8) as i64);
+        let more =
+            g.b.ins()
+                .icmp_imm_u(IntCC::UnsignedLessThan, next, (BLOCK * 8) as i64);
+        g.b.ins().brif(more, body, &[next.into()], exit, &[]);
+        g.b.seal_block(body);
+        g.b.switch_to_block(exit);
+        g.b.seal_block(exit);
+        g.b.ins().return_(&[]);
+        true
+    })?;
+    let (module, entries) = finish(module, &[id])?;
+    Some(NativeCode {
+        entries,
+        x_len: p.n_inputs * BLOCK,
+        r_len: n_rows * BLOCK,
+        guard_base,
+        out_base,
+        n_instructions: rc.code.len(),
+        module: Some(Mutex::new(module)),
+    })
+}
