@@ -49,6 +49,8 @@ enum Step {
     VecMat(Vec<f64>),
     /// `map3` of the current value and the two before it.
     Ternary,
+    /// `map_n` of the current value and the three before it.
+    Quaternary,
 }
 
 #[derive(Clone, Debug)]
@@ -111,6 +113,12 @@ fn run<A: Array>(x: &A, r: &Recipe) -> optic_ad::Result<A> {
                 let c = &vals[vals.len().saturating_sub(3)];
                 cur.map3(b, c, |a, b, c| a * b + c.sin())?
             }
+            Step::Quaternary => {
+                let back = |j: usize| &vals[vals.len().saturating_sub(j + 1)];
+                cur.map_n(&[back(1), back(2), back(3)], |x| {
+                    x[0] * x[1] * 0.5 + (x[2] - x[3] * 0.7).sin()
+                })?
+            }
         };
         vals.push(next);
     }
@@ -137,6 +145,7 @@ fn step(n: usize) -> impl Strategy<Value = Step> {
         mat.clone().prop_map(Step::MatVec),
         mat.prop_map(Step::VecMat),
         Just(Step::Ternary),
+        Just(Step::Quaternary),
     ]
 }
 

@@ -462,6 +462,9 @@ fn fuzz_user_rules() {
 enum ArrayStep {
     Map(Prim, i32),
     Map2(Prim, usize),
+    /// `map_n` of the current value and values `j` steps back (lengths
+    /// may differ).
+    MapN(Vec<usize>),
     Slice(usize, usize),
     Gather(Vec<usize>),
     Scatter(Vec<usize>, usize),
@@ -480,6 +483,7 @@ fn array_step() -> impl Strategy<Value = ArrayStep> {
     prop_oneof![
         (prop::sample::select(unary), -3i32..4).prop_map(|(p, k)| ArrayStep::Map(p, k)),
         (prop::sample::select(binary), 0usize..4).prop_map(|(p, j)| ArrayStep::Map2(p, j)),
+        prop::collection::vec(0usize..6, 0..5).prop_map(ArrayStep::MapN),
         (0usize..7, 0usize..7).prop_map(|(s, l)| ArrayStep::Slice(s, l)),
         idx.clone().prop_map(ArrayStep::Gather),
         (idx, 0usize..7).prop_map(|(i, n)| ArrayStep::Scatter(i, n)),
@@ -507,6 +511,14 @@ fn run_array_steps<A: optic_ad::array::Array>(
             ArrayStep::Map2(p, j) => {
                 let other = vals[vals.len() - 1 - j % vals.len()].clone();
                 cur.map2(&other, |a, b| <A::Elem as Real>::apply(*p, 0, &[a, b]))?
+            }
+            ArrayStep::MapN(back) => {
+                let others: Vec<A> = back
+                    .iter()
+                    .map(|j| vals[vals.len() - 1 - j % vals.len()].clone())
+                    .collect();
+                let refs: Vec<&A> = others.iter().collect();
+                cur.map_n(&refs, |x| x.iter().fold(x[0], |s, &t| s * 0.5 + t))?
             }
             ArrayStep::Slice(a, l) => cur.slice(*a, *l)?,
             ArrayStep::Gather(i) => cur.gather(&Indices::new(i))?,

@@ -135,6 +135,26 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
         f: impl Fn(Self::Elem, Self::Elem, Self::Elem) -> Self::Elem,
     ) -> Result<Self>;
 
+    /// `out[i] = f(&[self[i], others[0][i], others[1][i], …])`: a map over
+    /// any number of arrays of one length (for one to three, [`Array::map`],
+    /// [`Array::map2`] and [`Array::map3`] read better). `f` receives
+    /// `1 + others.len()` elements, in that order.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if the lengths differ.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::array::{Array, Dense};
+    ///
+    /// let (a, b, c, d) = (Dense(vec![1.0, 2.0]), Dense(vec![3.0, 4.0]), Dense(vec![5.0, 6.0]), Dense(vec![7.0, 8.0]));
+    /// let s = a.map_n(&[&b, &c, &d], |x| x[0] * x[1] + x[2] * x[3]).unwrap();
+    /// assert_eq!(s.0, vec![38.0, 56.0]);
+    /// ```
+    fn map_n(&self, others: &[&Self], f: impl Fn(&[Self::Elem]) -> Self::Elem) -> Result<Self>;
+
     /// `out[i] = f(self[i], s)`: a scalar parameter broadcast to every
     /// element (the way to use a [`Array::Scalar`] inside a body).
     fn map_with(&self, s: Self::Scalar, f: impl Fn(Self::Elem, Self::Elem) -> Self::Elem) -> Self;
@@ -301,6 +321,24 @@ impl<T: Real> Array for Dense<T> {
                 .zip(&b.0)
                 .zip(&c.0)
                 .map(|((&x, &y), &z)| f(x, y, z))
+                .collect(),
+        ))
+    }
+
+    fn map_n(&self, others: &[&Self], f: impl Fn(&[T]) -> T) -> Result<Self> {
+        for o in others {
+            check_len("map_n: another array", self.len(), o.len())?;
+        }
+        // One buffer for every element's arguments.
+        let mut args = Vec::with_capacity(1 + others.len());
+        Ok(Dense(
+            (0..self.len())
+                .map(|i| {
+                    args.clear();
+                    args.push(self.0[i]);
+                    args.extend(others.iter().map(|o| o.0[i]));
+                    f(&args)
+                })
                 .collect(),
         ))
     }

@@ -197,6 +197,17 @@ impl Array for TArray {
         Ok(map_traced(&[*self, *b, *c], &[], body, self.len))
     }
 
+    fn map_n(&self, others: &[&Self], f: impl Fn(&[Tracer]) -> Tracer) -> Result<Self> {
+        for o in others {
+            check_len("map_n: another array", self.len, o.len)?;
+        }
+        let arrays: Vec<TArray> = std::iter::once(*self)
+            .chain(others.iter().map(|o| **o))
+            .collect();
+        let body = trace_body(arrays.len(), f);
+        Ok(map_traced(&arrays, &[], body, self.len))
+    }
+
     fn map_with(&self, s: TScalar, f: impl Fn(Tracer, Tracer) -> Tracer) -> Self {
         let body = trace_body(2, |x| f(x[0], x[1]));
         map_traced(&[*self], &[s], body, self.len)
