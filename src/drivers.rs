@@ -900,21 +900,21 @@ where
     /// Errors of re-tracing where a guard fails.
     pub fn eval(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
         #[cfg(feature = "jit")]
-        if self.native.is_some() {
-            let (f, taylor, out) = (&self.f, &mut self.taylor, &mut self.out);
-            run_or_retrace(
-                &mut self.native,
-                || {
-                    *taylor = traced_univariate(f, x, N::to_usize())?;
-                    native_derivatives(taylor, N::to_usize())
-                },
-                |n| match n {
-                    Some((p, regs)) => p.eval_f64(regs, &[x], out),
-                    None => Err(Error::NotLinearized),
-                },
-            )?;
-            return Ok(self.out.clone());
+        if let Some((p, regs)) = &mut self.native {
+            return match p.eval_f64(regs, &[x], &mut self.out) {
+                Ok(()) => Ok(self.out.clone()),
+                Err(Error::GuardFailed { .. }) => self.retrace_native(x),
+                Err(e) => Err(e),
+            };
         }
+        self.eval_taylor(x)
+    }
+
+    /// [`Derivatives::eval`] by Taylor jets. Kept out of line (as is the
+    /// re-tracing below), so that the hot path of `eval` is a small
+    /// function with a small stack frame.
+    #[inline(never)]
+    fn eval_taylor(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
         let (f, input, out) = (&self.f, &mut self.input, &mut self.out);
         input[0] = x;
         if input.len() > 1 {
@@ -926,6 +926,21 @@ where
             |t| t.eval(input, out),
         )?;
         scale_by_factorials(out);
+        Ok(self.out.clone())
+    }
+
+    /// A guard of the native ∂⃗ᴺ program failed at `x`: re-trace there,
+    /// rebuild both programs and evaluate again.
+    #[cfg(feature = "jit")]
+    #[cold]
+    #[inline(never)]
+    fn retrace_native(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
+        self.taylor = traced_univariate(&self.f, x, N::to_usize())?;
+        self.native = native_derivatives(&self.taylor, N::to_usize())?;
+        match &mut self.native {
+            Some((p, regs)) => p.eval_f64(regs, &[x], &mut self.out)?,
+            None => return self.eval_taylor(x),
+        }
         Ok(self.out.clone())
     }
 

@@ -327,3 +327,49 @@ fn check_rosenbrock_gradient(x: &[f64], g: &[f64]) {
         approx::assert_relative_eq!(g[i], want, max_relative = 1e-12, epsilon = 1e-12);
     }
 }
+
+/// `Derivatives<U3>` with the feature runs ∂⃗³ of the trace through
+/// `eval_f64` (native once hot): against the closed form of f‴ of
+/// sin(x)·eˣ, `2eˣ(cos x − sin x)`, over 2000 points (so that the last
+/// thousand run native code); and through a branch whose guard fails,
+/// so that it re-traces, against the closed forms of both branches.
+#[test]
+fn derivatives_run_native_and_retrace() {
+    use optic_ad::Derivatives;
+    use typenum::U3;
+    let mut d = Derivatives::<U3, _>::new(|t: Tracer| t.sin() * t.exp(), 0.7).unwrap();
+    for i in 0..2000 {
+        let x = -3.0 + 6.0 * i as f64 / 2000.0;
+        let got = d.eval(x).unwrap();
+        let e = x.exp();
+        let want = [
+            x.sin() * e,
+            e * (x.sin() + x.cos()),
+            2.0 * e * x.cos(),
+            2.0 * e * (x.cos() - x.sin()),
+        ];
+        for k in 0..4 {
+            approx::assert_relative_eq!(got[k], want[k], max_relative = 1e-13, epsilon = 1e-13);
+        }
+    }
+    // x³ for x > 0, −x² otherwise: the guard fails whenever x changes side.
+    let mut b =
+        Derivatives::<U3, _>::new(|t: Tracer| if t > 0.0 { t * t * t } else { -(t * t) }, 1.0)
+            .unwrap();
+    for i in 0..3000 {
+        let x = if i % 2 == 0 {
+            0.5 + i as f64 * 1e-4
+        } else {
+            -0.5 - i as f64 * 1e-4
+        };
+        let got = b.eval(x).unwrap();
+        let want = if x > 0.0 {
+            [x * x * x, 3.0 * x * x, 6.0 * x, 6.0]
+        } else {
+            [-(x * x), -2.0 * x, -2.0, 0.0]
+        };
+        for k in 0..4 {
+            approx::assert_relative_eq!(got[k], want[k], max_relative = 1e-14, epsilon = 1e-14);
+        }
+    }
+}
