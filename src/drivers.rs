@@ -786,7 +786,13 @@ fn scale_by_factorials(c: &mut [f64]) {
 /// Taylor mode: traced once, evaluated at many points without allocation
 /// (the result is a stack array), re-traced only where a guard fails.
 ///
-/// Computed as [`derivative`] describes.
+/// Computed as [`derivative`] describes. With the feature `jit`, orders
+/// `N ≤ 3` are computed instead by ∂⃗ᴺ of the traced program (nested
+/// forward mode) through [`Program::eval_f64`], which runs it as machine
+/// code once it is hot, wherever that program can be compiled (no user
+/// rules, at most 2¹⁵ instructions); the results then differ from Taylor
+/// mode's in rounding only (derivatives of order ≥ 1 that are zero are
+/// `+0.0` on both paths).
 ///
 /// # Example
 ///
@@ -829,16 +835,30 @@ where
 const NATIVE_ORDER: usize = 3;
 
 /// ∂⃗ᴺ of a Taylor program's trace, for [`Derivatives`] with the native
-/// backend (`None` above [`NATIVE_ORDER`]).
+/// backend (`None` above [`NATIVE_ORDER`]). Also `None` where the program
+/// could not run natively (user rules, or longer than the backend
+/// compiles): there the Taylor jets are faster.
 #[cfg(feature = "jit")]
 fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Program, Registers)>> {
-    if order > NATIVE_ORDER {
+    if order > NATIVE_ORDER || !t.program().rules.is_empty() {
         return Ok(None);
     }
-    Ok(Some((
-        univariate_program(t.program(), order)?,
-        Registers::new(),
-    )))
+    let p = univariate_program(t.program(), order)?;
+    if p.register_code_size().0 > crate::program::native::MAX_PROGRAM {
+        return Ok(None);
+    }
+    Ok(Some((p, Registers::new())))
+}
+
+/// `[f, f′, …]` with `−0.0` derivatives as `+0.0` (the value left bit for
+/// bit), as the Taylor path gives them ([`scale_by_factorials`]).
+#[cfg(feature = "jit")]
+fn positive_zero_derivatives<N: ArrayLength>(d: &GenericArray<f64, N>) -> GenericArray<f64, N> {
+    let mut d = d.clone();
+    for v in d.iter_mut().skip(1) {
+        *v += 0.0;
+    }
+    d
 }
 
 impl<N, F> std::fmt::Debug for Derivatives<N, F>
@@ -902,7 +922,7 @@ where
         #[cfg(feature = "jit")]
         if let Some((p, regs)) = &mut self.native {
             return match p.eval_f64(regs, &[x], &mut self.out) {
-                Ok(()) => Ok(self.out.clone()),
+                Ok(()) => Ok(positive_zero_derivatives(&self.out)),
                 Err(Error::GuardFailed { .. }) => self.retrace_native(x),
                 Err(e) => Err(e),
             };
@@ -941,7 +961,7 @@ where
             Some((p, regs)) => p.eval_f64(regs, &[x], &mut self.out)?,
             None => return self.eval_taylor(x),
         }
-        Ok(self.out.clone())
+        Ok(positive_zero_derivatives(&self.out))
     }
 
     /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` at a point of any [`Real`] scalar:

@@ -25,8 +25,9 @@ fn same_all(a: &[f64], b: &[f64]) -> bool {
 }
 
 /// `eval_f64` (native), the register code, the interpreter, and the
-/// program compiled in functions of 1, 2, 3 and 7 instructions: the same
-/// results, or the same error.
+/// program compiled in functions of 1, 2, 3, 7, 50 and 97 instructions
+/// (the last two longer than the 48 instructions after which a value is
+/// evicted to the register file): the same results, or the same error.
 fn all_agree(p: &Program, x: &[f64]) -> Result<(), TestCaseError> {
     let (whole, _) = p.native_instructions();
     prop_assert!(whole.is_some(), "a program without user rules compiles");
@@ -50,7 +51,7 @@ fn all_agree(p: &Program, x: &[f64]) -> Result<(), TestCaseError> {
         }
         _ => prop_assert!(false, "{want:?} / {got:?} / {by_registers:?}"),
     }
-    for chunk in [1, 2, 3, 7] {
+    for chunk in [1, 2, 3, 7, 50, 97] {
         let c = p.eval_f64_native_chunked(chunk, x);
         match (&want, c) {
             (Ok(w), Some(Ok(c))) => prop_assert!(same_all(w, &c), "chunk {chunk}: {c:?} vs {w:?}"),
@@ -163,6 +164,10 @@ fn native_block_kernels_agree_bit_for_bit() {
                 return Ok(());
             }
             compiled.set(compiled.get() + 1);
+            let mut lanes = lanes;
+            // Non-finite inputs in two lanes.
+            lanes[5][0] = f64::NAN;
+            lanes[9][0] = f64::INFINITY;
             let inputs: Vec<[f64; 32]> = (0..p.n_inputs())
                 .map(|k| std::array::from_fn(|l| lanes[l][k]))
                 .collect();
@@ -265,6 +270,9 @@ fn long_programs_span_several_functions() {
         // Functions are at most 1024 instructions long.
         assert!(whole.unwrap() > 4 * 1024, "{whole:?} instructions");
         let input: Vec<f64> = (0..p.n_inputs()).map(|i| (i as f64 * 0.37).cos()).collect();
+        // Cut into functions of 97 instructions as well: values evicted
+        // within a function and values crossing many cuts.
+        let cut = p.eval_f64_native_chunked(97, &input).unwrap().unwrap();
         let mut native = vec![0.0; p.n_outputs()];
         let mut reference = vec![0.0; p.n_outputs()];
         p.eval_f64(&mut Registers::new(), &input, &mut native)
@@ -272,6 +280,7 @@ fn long_programs_span_several_functions() {
         p.eval_f64_registers(&mut Registers::new(), &input, &mut reference)
             .unwrap();
         assert!(same_all(&native, &reference));
+        assert!(same_all(&cut, &reference));
     }
     // The driver on native code, against the closed form of the Hessian
     // (Nocedal & Wright, eq. 2.23 differentiated once more).
@@ -309,10 +318,13 @@ fn array_maps_run_native() {
     let x: Vec<f64> = (0..1001).map(|i| 0.5 + 0.3 * (i as f64).sin()).collect();
     let mut grad = array::Gradient::new(f, &x).unwrap();
     let mut g = vec![0.0; x.len()];
+    assert_eq!(grad.program().native_kernels().0, 0, "cold at first");
     for _ in 0..100 {
         grad.eval(&x, &mut g).unwrap();
         check_rosenbrock_gradient(&x, &g);
     }
+    let (compiled, maps) = grad.program().native_kernels();
+    assert!(compiled >= 1, "{compiled} of {maps} map bodies compiled");
 }
 
 fn check_rosenbrock_gradient(x: &[f64], g: &[f64]) {
@@ -356,8 +368,15 @@ fn derivatives_run_native_and_retrace() {
     let mut b =
         Derivatives::<U3, _>::new(|t: Tracer| if t > 0.0 { t * t * t } else { -(t * t) }, 1.0)
             .unwrap();
-    for i in 0..3000 {
-        let x = if i % 2 == 0 {
+    // Alternating sides re-traces at every call; runs of 1500 calls on one
+    // side get hot (native) before the guard fails.
+    for i in 0..6000 {
+        let positive = if i < 3000 {
+            i % 2 == 0
+        } else {
+            (i / 1500) % 2 == 0
+        };
+        let x = if positive {
             0.5 + i as f64 * 1e-4
         } else {
             -0.5 - i as f64 * 1e-4

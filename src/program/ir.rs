@@ -318,11 +318,16 @@ pub struct Program {
     #[cfg(feature = "jit")]
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) native_block: super::eval::Cache<Option<super::native::NativeCode>>,
-    /// Runs of `eval_f64` and elements of block evaluation so far, toward
-    /// compiling ([`super::native::HOT_CALLS`]).
+    /// Runs of `eval_f64` so far, toward compiling the whole program
+    /// ([`super::native::HOT_CALLS`]).
     #[cfg(feature = "jit")]
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) heat: super::native::Heat,
+    /// Elements of map evaluation so far, toward compiling the block
+    /// kernel ([`super::native::HOT_ELEMENTS`]).
+    #[cfg(feature = "jit")]
+    #[cfg_attr(feature = "serde", serde(skip))]
+    pub(crate) heat_elements: super::native::Heat,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }
@@ -359,6 +364,8 @@ impl TryFrom<ProgramData> for Program {
             native_block: Default::default(),
             #[cfg(feature = "jit")]
             heat: Default::default(),
+            #[cfg(feature = "jit")]
+            heat_elements: Default::default(),
             input_blocks: d.input_blocks,
             output_blocks: d.output_blocks,
         };
@@ -962,6 +969,8 @@ impl Builder {
             native_block: Default::default(),
             #[cfg(feature = "jit")]
             heat: Default::default(),
+            #[cfg(feature = "jit")]
+            heat_elements: Default::default(),
             input_blocks,
             output_blocks,
         }

@@ -323,8 +323,19 @@ struct Gen<'a, 'f> {
     ptr: Type,
 }
 
+/// Memory flags of scalar accesses: they cannot trap (every offset is
+/// checked against the slices' lengths before the call) and are aligned
+/// (`f64` slices are 8-byte aligned).
 fn flags() -> MemFlagsData {
     MemFlagsData::trusted()
+}
+
+/// Memory flags of two-lane accesses: they cannot trap, but are not
+/// claimed aligned, because a block of `[f64; 32]` is only 8-byte aligned
+/// (an access claimed aligned may become an SSE instruction that faults
+/// on a 16-byte boundary it does not have).
+fn vector_flags() -> MemFlagsData {
+    MemFlagsData::new().with_notrap()
 }
 
 impl Gen<'_, '_> {
@@ -376,7 +387,7 @@ impl Gen<'_, '_> {
                 let p = self.b.ins().iadd(self.x, off);
                 self.b
                     .ins()
-                    .load(self.ty, flags(), p, (k * BLOCK * 8) as i32)
+                    .load(self.ty, vector_flags(), p, (k * BLOCK * 8) as i32)
             }
             _ => self.konst(f64::NAN),
         }
@@ -558,7 +569,11 @@ fn define(
         b.seal_block(entry);
         let (r, x) = (b.block_params(entry)[0], b.block_params(entry)[1]);
         let ok = body(&mut b, r, x, sig, ptr);
-        b.finalize(config);
+        // A half-built function is dropped unfinished: it is never
+        // defined.
+        if ok {
+            b.finalize(config);
+        }
         ok
     };
     if !ok {
@@ -600,7 +615,7 @@ pub(crate) fn compile_program(p: &Program, rc: &RegisterCode) -> Option<NativeCo
 /// function.
 pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> Option<NativeCode> {
     let size = chunk.max(1);
-    if !rc.customs.is_empty() {
+    if p.defect.is_some() || !rc.customs.is_empty() {
         return None;
     }
     let n_regs = rc.n_regs;
@@ -748,7 +763,11 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
 /// ([`calls`]: user rules and the transcendental primitives), is longer
 /// than the limit, or Cranelift refuses it.
 pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode> {
-    if !rc.customs.is_empty() || rc.code.len() > MAX_BODY || rc.code.iter().any(calls) {
+    if p.defect.is_some()
+        || !rc.customs.is_empty()
+        || rc.code.len() > MAX_BODY
+        || rc.code.iter().any(calls)
+    {
         return None;
     }
     const W: usize = 2;
@@ -791,7 +810,8 @@ pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode
         let base = g.b.ins().iadd(r, off);
         for (k, &reg) in rows.iter().enumerate() {
             let v = g.get(reg);
-            g.b.ins().store(flags(), v, base, (k * BLOCK * 8) as i32);
+            g.b.ins()
+                .store(vector_flags(), v, base, (k * BLOCK * 8) as i32);
         }
         let next = g.b.ins().iadd_imm_u(off, (W * 8) as i64);
         let more =

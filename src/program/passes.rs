@@ -274,7 +274,14 @@ impl Program {
         }
         let zero = Var(self.ops.len() as u32);
         self.ops.push(Op::Const(0.0));
+        // Every cache of the old instructions goes.
         self.lowered = Default::default();
+        self.registers = Default::default();
+        #[cfg(feature = "jit")]
+        {
+            self.native = Default::default();
+            self.native_block = Default::default();
+        }
         for o in &mut self.outputs {
             if is_structural(&self.ops[o.index()]) {
                 *o = zero;

@@ -529,14 +529,14 @@ impl Program {
     }
 
     /// The block kernel of the program as a map body once it is hot:
-    /// compiled when the register code has computed
-    /// [`HOT_ELEMENTS`](super::native::HOT_ELEMENTS) elements (`n` more now).
+    /// compiled when the map evaluations so far, counting the `n` elements
+    /// of this one, reach [`HOT_ELEMENTS`](super::native::HOT_ELEMENTS).
     #[cfg(feature = "jit")]
     pub(crate) fn native_block_when_hot(&self, n: usize) -> Option<&super::native::NativeCode> {
         if let Some(k) = self.native_block.0.get() {
             return k.as_ref();
         }
-        if self.heat.add(n as u64) < super::native::HOT_ELEMENTS {
+        if self.heat_elements.add(n as u64) < super::native::HOT_ELEMENTS {
             return None;
         }
         self.native_block()
@@ -642,6 +642,9 @@ impl Program {
         input: impl Fn(u32) -> [f64; N],
         y: &mut Vec<[f64; N]>,
     ) -> Result<()> {
+        if let Some(e) = &self.defect {
+            return Err(e.clone());
+        }
         x.clear();
         x.extend((0..self.n_inputs as u32).map(input));
         y.resize(nc.out_base + self.outputs.len(), [0.0; N]);
