@@ -342,7 +342,7 @@ impl ArrayProgram {
         });
         bodies.fold((0, 0), |(k, m), b| {
             (
-                k + usize::from(b.native_block.0.get().is_some_and(Option::is_some)),
+                k + usize::from(b.native.block.0.get().is_some_and(Option::is_some)),
                 m + 1,
             )
         })

@@ -309,25 +309,10 @@ pub struct Program {
     /// The register code of the lowered `f64` evaluator, built on first use.
     #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) registers: super::eval::Cache<super::registers::RegisterCode>,
-    /// Native code of the whole program (feature `jit`), compiled on first
-    /// use; `None` inside where the program cannot be compiled.
+    /// Native code (feature `jit`), compiled once hot.
     #[cfg(feature = "jit")]
     #[cfg_attr(feature = "serde", serde(skip))]
-    pub(crate) native: super::eval::Cache<Option<super::native::NativeCode>>,
-    /// Native code of the program as a map body's block kernel.
-    #[cfg(feature = "jit")]
-    #[cfg_attr(feature = "serde", serde(skip))]
-    pub(crate) native_block: super::eval::Cache<Option<super::native::NativeCode>>,
-    /// Runs of `eval_f64` so far, toward compiling the whole program
-    /// ([`super::native::HOT_CALLS`]).
-    #[cfg(feature = "jit")]
-    #[cfg_attr(feature = "serde", serde(skip))]
-    pub(crate) heat: super::native::Heat,
-    /// Elements of map evaluation so far, toward compiling the block
-    /// kernel ([`super::native::HOT_ELEMENTS`]).
-    #[cfg(feature = "jit")]
-    #[cfg_attr(feature = "serde", serde(skip))]
-    pub(crate) heat_elements: super::native::Heat,
+    pub(crate) native: super::native::Native,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }
@@ -360,12 +345,6 @@ impl TryFrom<ProgramData> for Program {
             registers: Default::default(),
             #[cfg(feature = "jit")]
             native: Default::default(),
-            #[cfg(feature = "jit")]
-            native_block: Default::default(),
-            #[cfg(feature = "jit")]
-            heat: Default::default(),
-            #[cfg(feature = "jit")]
-            heat_elements: Default::default(),
             input_blocks: d.input_blocks,
             output_blocks: d.output_blocks,
         };
@@ -965,12 +944,6 @@ impl Builder {
             registers: Default::default(),
             #[cfg(feature = "jit")]
             native: Default::default(),
-            #[cfg(feature = "jit")]
-            native_block: Default::default(),
-            #[cfg(feature = "jit")]
-            heat: Default::default(),
-            #[cfg(feature = "jit")]
-            heat_elements: Default::default(),
             input_blocks,
             output_blocks,
         }

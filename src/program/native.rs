@@ -44,6 +44,7 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
+use super::eval::Cache;
 use super::ir::Program;
 use super::registers::{Ins, RegisterCode};
 use crate::rules::Prim;
@@ -97,6 +98,22 @@ impl Heat {
     pub(crate) fn add(&self, k: u64) -> u64 {
         self.0.fetch_add(k, Ordering::Relaxed).saturating_add(k)
     }
+}
+
+/// A program's native code and its counters toward compiling it. A clone
+/// starts empty (its instructions may change), and it takes no part in
+/// comparisons.
+#[derive(Debug, Default, Clone, PartialEq)]
+pub(crate) struct Native {
+    /// The whole program, compiled on its [`HOT_CALLS`]-th run; `None`
+    /// inside where it cannot be compiled.
+    pub(crate) whole: Cache<Option<NativeCode>>,
+    /// The program as a map body's block kernel.
+    pub(crate) block: Cache<Option<NativeCode>>,
+    /// Runs of `eval_f64` so far.
+    pub(crate) calls: Heat,
+    /// Elements of map evaluation so far.
+    pub(crate) elements: Heat,
 }
 
 /// A compiled function: `f(r, x)`. For a chunk of a whole program, `r` is

@@ -280,7 +280,6 @@ impl Program {
         #[cfg(feature = "jit")]
         {
             self.native = Default::default();
-            self.native_block = Default::default();
         }
         for o in &mut self.outputs {
             if is_structural(&self.ops[o.index()]) {

@@ -508,6 +508,7 @@ impl Program {
     #[cfg(feature = "jit")]
     fn native_code(&self, rc: &RegisterCode) -> Option<&super::native::NativeCode> {
         self.native
+            .whole
             .0
             .get_or_init(|| super::native::compile_program(self, rc))
             .as_ref()
@@ -519,10 +520,10 @@ impl Program {
     #[cfg(feature = "jit")]
     fn native_when_hot(&self, rc: &RegisterCode) -> Option<&super::native::NativeCode> {
         use super::native::{HOT_CALLS, MAX_PROGRAM};
-        if let Some(n) = self.native.0.get() {
+        if let Some(n) = self.native.whole.0.get() {
             return n.as_ref();
         }
-        if rc.code.len() > MAX_PROGRAM || self.heat.add(1) < u64::from(HOT_CALLS) {
+        if rc.code.len() > MAX_PROGRAM || self.native.calls.add(1) < u64::from(HOT_CALLS) {
             return None;
         }
         self.native_code(rc)
@@ -533,10 +534,10 @@ impl Program {
     /// of this one, reach [`HOT_ELEMENTS`](super::native::HOT_ELEMENTS).
     #[cfg(feature = "jit")]
     pub(crate) fn native_block_when_hot(&self, n: usize) -> Option<&super::native::NativeCode> {
-        if let Some(k) = self.native_block.0.get() {
+        if let Some(k) = self.native.block.0.get() {
             return k.as_ref();
         }
-        if self.heat_elements.add(n as u64) < super::native::HOT_ELEMENTS {
+        if self.native.elements.add(n as u64) < super::native::HOT_ELEMENTS {
             return None;
         }
         self.native_block()
@@ -547,7 +548,8 @@ impl Program {
     #[cfg(feature = "jit")]
     pub(crate) fn native_block(&self) -> Option<&super::native::NativeCode> {
         let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
-        self.native_block
+        self.native
+            .block
             .0
             .get_or_init(|| super::native::compile_block(self, rc))
             .as_ref()
