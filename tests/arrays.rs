@@ -18,6 +18,9 @@
 
 use std::sync::Arc;
 
+mod common;
+
+use common::rosenbrock_closed;
 use num_dual::{Dual3_64, Dual64, HyperDual64};
 use optic_ad::array::{
     self, directional3, forward, reverse_joint, Array, ArrayProgram, Dense, Indices, Matrix, TArray,
@@ -399,25 +402,6 @@ fn rosenbrock<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
         t * t * 100.0 + u * u
     })?
     .sum())
-}
-
-/// Closed forms of the Rosenbrock gradient and Hessian-vector product
-/// (Nocedal & Wright, *Numerical Optimization*, 2nd ed., eq. 2.23 and
-/// exercise 2.1, for the chained form).
-fn rosenbrock_closed(x: &[f64], v: &[f64]) -> (Vec<f64>, Vec<f64>) {
-    let n = x.len();
-    let mut g = vec![0.0; n];
-    let mut hv = vec![0.0; n];
-    for i in 0..n - 1 {
-        let t = x[i + 1] - x[i] * x[i];
-        g[i] += -400.0 * x[i] * t - 2.0 * (1.0 - x[i]);
-        g[i + 1] += 200.0 * t;
-        let hii = 1200.0 * x[i] * x[i] - 400.0 * x[i + 1] + 2.0;
-        let hij = -400.0 * x[i];
-        hv[i] += hii * v[i] + hij * v[i + 1];
-        hv[i + 1] += hij * v[i] + 200.0 * v[i + 1];
-    }
-    (g, hv)
 }
 
 #[test]

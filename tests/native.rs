@@ -8,17 +8,10 @@
 
 mod common;
 
-use common::{check, point, RandomProgram};
+use common::{check, point, rosenbrock, rosenbrock_closed, same_bits, RandomProgram};
 use optic_ad::functor::forward;
 use optic_ad::{array, nest, trace, Error, Hvp, Program, Real, Registers, Tracer};
 use proptest::prelude::*;
-
-/// Equal bits, or both NaN: Rust leaves the sign and payload of a NaN
-/// that arithmetic produces unspecified (RFC 3514), so no two evaluators
-/// can promise them.
-fn same_bits(a: f64, b: f64) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
 
 fn same_all(a: &[f64], b: &[f64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_bits(*x, *y))
@@ -247,16 +240,6 @@ fn user_rules_keep_the_register_code() {
     assert!(same_bits(out[0], p.eval(&[0.3, 2.0]).unwrap()[0]));
 }
 
-fn rosenbrock<T: Real>(x: &[T]) -> T {
-    let mut s = T::cst(0.0);
-    for i in 0..x.len() - 1 {
-        let a = x[i + 1] - x[i] * x[i];
-        let b = T::cst(1.0) - x[i];
-        s += a * a * 100.0 + b * b;
-    }
-    s
-}
-
 /// Rosenbrock at n = 2000: both stages of `Hvp` are several functions
 /// long at the default size, and agree with the register code.
 #[test]
@@ -282,21 +265,13 @@ fn long_programs_span_several_functions() {
         assert!(same_all(&native, &reference));
         assert!(same_all(&cut, &reference));
     }
-    // The driver on native code, against the closed form of the Hessian
-    // (Nocedal & Wright, eq. 2.23 differentiated once more).
+    // The driver on native code, against the closed form.
     h.linearize(&x).unwrap();
     let mut hv = vec![0.0; x.len()];
     h.apply(&v, &mut hv).unwrap();
-    for i in 0..x.len() {
-        let mut want = 0.0;
-        if i > 0 {
-            want += 200.0 * v[i] - 400.0 * x[i - 1] * v[i - 1];
-        }
-        if i + 1 < x.len() {
-            want +=
-                (1200.0 * x[i] * x[i] - 400.0 * x[i + 1] + 2.0) * v[i] - 400.0 * x[i] * v[i + 1];
-        }
-        approx::assert_relative_eq!(hv[i], want, max_relative = 1e-12, epsilon = 1e-9);
+    let (_, want) = rosenbrock_closed(&x, &v);
+    for (got, want) in hv.iter().zip(&want) {
+        approx::assert_relative_eq!(*got, *want, max_relative = 1e-12, epsilon = 1e-9);
     }
 }
 
@@ -328,15 +303,9 @@ fn array_maps_run_native() {
 }
 
 fn check_rosenbrock_gradient(x: &[f64], g: &[f64]) {
-    for i in 0..x.len() {
-        let mut want = 0.0;
-        if i > 0 {
-            want += 200.0 * (x[i] - x[i - 1] * x[i - 1]);
-        }
-        if i + 1 < x.len() {
-            want += -400.0 * x[i] * (x[i + 1] - x[i] * x[i]) - 2.0 * (1.0 - x[i]);
-        }
-        approx::assert_relative_eq!(g[i], want, max_relative = 1e-12, epsilon = 1e-12);
+    let (want, _) = rosenbrock_closed(x, &vec![0.0; x.len()]);
+    for (got, want) in g.iter().zip(&want) {
+        approx::assert_relative_eq!(*got, *want, max_relative = 1e-12, epsilon = 1e-12);
     }
 }
 

@@ -7,19 +7,10 @@
 
 mod common;
 
-use common::{check, point, RandomProgram};
+use common::{check, point, rosenbrock, same_bits, RandomProgram};
 use optic_ad::functor::forward;
 use optic_ad::{nest, trace, Error, Hvp, Program, Real, Registers, Tracer};
 use proptest::prelude::*;
-
-/// Whether two results are the same: equal bits, or both NaN. The sign and
-/// payload of a NaN that arithmetic produces are not specified by Rust's
-/// floating-point semantics (RFC 3514, "float semantics"), and the compiler
-/// may commute the operands of `+` and `·`, which changes them, so no two
-/// evaluators can promise them.
-fn same_bits(a: f64, b: f64) -> bool {
-    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
-}
 
 /// Both evaluators at `x`: the same results (`same_bits`), or the same
 /// error.
@@ -82,16 +73,6 @@ fn registers_agree_with_the_interpreter_bit_for_bit() {
             Ok(())
         },
     );
-}
-
-fn rosenbrock<T: Real>(x: &[T]) -> T {
-    let mut s = T::cst(0.0);
-    for i in 0..x.len() - 1 {
-        let a = x[i + 1] - x[i] * x[i];
-        let b = T::cst(1.0) - x[i];
-        s += a * a * 100.0 + b * b;
-    }
-    s
 }
 
 /// The two stages of the Hessian-vector product of Rosenbrock, and the

@@ -583,3 +583,47 @@ where
         Err(TestError::Abort(reason)) => panic!("[{name}] aborted ({seed:?}): {reason}"),
     }
 }
+
+// ---------------------------------------------------------------------------
+// Shared fixtures
+// ---------------------------------------------------------------------------
+
+/// Whether two results are the same: equal bits, or both NaN. The sign and
+/// payload of a NaN that arithmetic produces are not specified by Rust's
+/// floating-point semantics (RFC 3514, "float semantics"), and the compiler
+/// may commute the operands of `+` and `·`, which changes them, so no two
+/// evaluators can promise them.
+pub fn same_bits(a: f64, b: f64) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// The chained Rosenbrock function as a scalar loop,
+/// `Σᵢ 100 (xᵢ₊₁ − xᵢ²)² + (1 − xᵢ)²`.
+pub fn rosenbrock<T: optic_ad::Real>(x: &[T]) -> T {
+    let mut s = T::cst(0.0);
+    for i in 0..x.len() - 1 {
+        let a = x[i + 1] - x[i] * x[i];
+        let b = T::cst(1.0) - x[i];
+        s += a * a * 100.0 + b * b;
+    }
+    s
+}
+
+/// Closed forms of the Rosenbrock gradient and Hessian-vector product
+/// (Nocedal & Wright, *Numerical Optimization*, 2nd ed., eq. 2.23 and
+/// exercise 2.1, for the chained form).
+pub fn rosenbrock_closed(x: &[f64], v: &[f64]) -> (Vec<f64>, Vec<f64>) {
+    let n = x.len();
+    let mut g = vec![0.0; n];
+    let mut hv = vec![0.0; n];
+    for i in 0..n - 1 {
+        let t = x[i + 1] - x[i] * x[i];
+        g[i] += -400.0 * x[i] * t - 2.0 * (1.0 - x[i]);
+        g[i + 1] += 200.0 * t;
+        let hii = 1200.0 * x[i] * x[i] - 400.0 * x[i + 1] + 2.0;
+        let hij = -400.0 * x[i];
+        hv[i] += hii * v[i] + hij * v[i + 1];
+        hv[i + 1] += hij * v[i] + 200.0 * v[i + 1];
+    }
+    (g, hv)
+}
