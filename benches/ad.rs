@@ -695,9 +695,57 @@ fn bench_arrays_logistic(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------- Building: tracing and deriving, per instruction ----------
+
+/// How long the compiled drivers take to build on the scalar Rosenbrock
+/// loop, at n = 10³, 10⁴, 10⁵ (and 10⁶ when `OPTIC_BENCH_BUILD_1E6` is
+/// set: seconds per build and about 1.6 GB): tracing alone,
+/// `Gradient::new`, `Hvp::new`, and echidna recording its bytecode tape of
+/// the same function. The instruction counts are printed, for the time per
+/// instruction; `examples/build_rss.rs` in this member measures peak memory.
+fn bench_build(c: &mut Criterion) {
+    let mut g = c.benchmark_group("build");
+    g.sample_size(10);
+    let mut sizes = vec![1_000usize, 10_000, 100_000];
+    if std::env::var_os("OPTIC_BENCH_BUILD_1E6").is_some() {
+        sizes.push(1_000_000);
+    }
+    for n in sizes {
+        let (x, _) = point(n);
+        let traced = trace(|t| vec![rosenbrock(t)], &x).unwrap().len();
+        let gradient = Gradient::new(rosenbrock, &x).unwrap().program().len();
+        let h = Hvp::new(rosenbrock, &x).unwrap();
+        let (l, r) = h.programs();
+        eprintln!(
+            "build n={n}: {traced} traced instructions, gradient program {gradient}, \
+             Hvp programs {} (left {} + right {})",
+            l.len() + r.len(),
+            l.len(),
+            r.len()
+        );
+        drop(h);
+        g.bench_function(format!("n={n}/f64 f"), |b| {
+            b.iter(|| rosenbrock::<f64>(black_box(&x)))
+        });
+        g.bench_function(format!("n={n}/trace"), |b| {
+            b.iter(|| trace(|t| vec![rosenbrock(t)], black_box(&x)).unwrap())
+        });
+        g.bench_function(format!("n={n}/Gradient::new"), |b| {
+            b.iter(|| Gradient::new(rosenbrock, black_box(&x)).unwrap())
+        });
+        g.bench_function(format!("n={n}/Hvp::new"), |b| {
+            b.iter(|| Hvp::new(rosenbrock, black_box(&x)).unwrap())
+        });
+        g.bench_function(format!("n={n}/echidna record"), |b| {
+            b.iter(|| echidna::record(rosenbrock_echidna, black_box(&x)))
+        });
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic
+    targets = bench_build, bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic
 }
 criterion_main!(benches);

@@ -24,11 +24,13 @@ use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
 use crate::error::{Error, Result};
+use crate::functor::forward::{pushforward_in_place, pushforward_into};
 use crate::functor::nested::nest;
+use crate::functor::reverse::pullback_in_place;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
 use crate::program::registers::LANES;
-use crate::program::trace::{trace_captured, Traced, Tracer};
-use crate::program::{Program, Registers, Seed, Workspace};
+use crate::program::trace::{trace_builder, trace_captured, Traced, TracedBuilder, Tracer};
+use crate::program::{Builder, Program, Registers, Var, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
 use crate::real::Real;
 
@@ -156,12 +158,38 @@ fn trace_at<T: Real, F>(f: F, x: &[T]) -> Result<(Program, Vec<T>)>
 where
     F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
 {
-    let Traced { program, captures } = trace_fallible(f, &primals(x))?;
-    let mut inputs = x.to_vec();
-    for c in &captures {
-        inputs.push(T::from_tracer(*c).ok_or(Error::CapturedOutsideTrace(captures.len()))?);
+    let (t, inputs) = trace_builder_at(f, x)?;
+    let Traced { mut program, .. } = t.finish();
+    program.input_blocks = vec![program.n_inputs()];
+    program.output_blocks = vec![program.n_outputs()];
+    Ok((program, inputs))
+}
+
+/// [`trace_at`], handing back the builder the trace was recorded in, so
+/// that the derivative is built on in it without copying the primal.
+fn trace_builder_at<T: Real, F>(f: F, x: &[T]) -> Result<(TracedBuilder, Vec<T>)>
+where
+    F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
+{
+    let mut err = None;
+    let traced = trace_builder(
+        |t| {
+            f(t).unwrap_or_else(|e| {
+                err = Some(e);
+                Vec::new()
+            })
+        },
+        &primals(x),
+    );
+    if let Some(e) = err {
+        return Err(e);
     }
-    Ok((program.flatten_blocks(), inputs))
+    let traced = traced?;
+    let mut inputs = x.to_vec();
+    for c in &traced.captures {
+        inputs.push(T::from_tracer(*c).ok_or(Error::CapturedOutsideTrace(traced.captures.len()))?);
+    }
+    Ok((traced, inputs))
 }
 
 /// A scalar closure as a fallible vector closure, for [`trace_at`].
@@ -206,69 +234,88 @@ fn run_or_retrace<S, R>(
     }
 }
 
-/// The output blocks of [`gradient_program`].
+/// The output blocks of [`gradient_program`]: `f(x)` (block 0, one
+/// value), then `∇f`.
 mod gradient_blocks {
-    /// `f(x)`, one value.
-    pub const VALUE: usize = 0;
-    /// `∇f`, with respect to the point and then the captured values.
+    /// `∇f`, with respect to the point.
     pub const GRADIENT: usize = 1;
 }
 
-/// The seeds of the tangent inputs of ∂⃗ for a traced function whose first
-/// `n` of `total` inputs are the point: free for the point, structural
-/// zeros for the captured values of an enclosing trace (they are held
-/// fixed).
-fn point_tangents(n: usize, total: usize) -> impl Iterator<Item = Seed> {
-    (0..total).map(move |i| if i < n { Seed::Free } else { Seed::Zero })
+/// The gradient program `x ↦ (f(x), ∇f(x))` of a traced scalar function:
+/// ∂⃖f with seed `ȳ = 1`, keeping the gradient with respect to the first
+/// `n` inputs. Its input block is all the inputs (point, then captures),
+/// its output blocks are [`gradient_blocks`]. The pullback is emitted into
+/// the builder the trace was recorded in, the seed folded in as it goes:
+/// one builder pass, and the primal is not copied.
+fn gradient_program(t: TracedBuilder, n: usize) -> Result<Program> {
+    let (b, y, grads) = gradient_in(t, n)?;
+    let mut outs = vec![y];
+    outs.extend(grads);
+    let total = b.n_inputs();
+    Ok(b.finish_blocks(&outs, vec![total], vec![1, n])
+        .positive_zero_outputs())
 }
 
-/// The first `n` positions of output block `j` of `p`.
-fn block_head(p: &Program, j: usize, n: usize) -> Result<std::ops::Range<usize>> {
-    match p.output_range(j) {
-        Some(r) if r.len() >= n => Ok(r.start..r.start + n),
-        _ => Err(Error::MissingBlock { block: j, width: n }),
-    }
+/// ∂⃖ of the traced scalar function in its own builder, with `ȳ = 1`: the
+/// builder, the function's value, and its gradient with respect to the
+/// first `n` inputs (structural zeros where it does not depend on one).
+fn gradient_in(t: TracedBuilder, n: usize) -> Result<(Builder, Var, Vec<Var>)> {
+    let TracedBuilder {
+        builder: mut b,
+        outputs,
+        inputs,
+        ..
+    } = t;
+    let (&[y], Some(xs)) = (outputs.as_slice(), inputs.get(..n)) else {
+        return Err(Error::MissingBlock {
+            block: gradient_blocks::GRADIENT,
+            width: n,
+        });
+    };
+    let one = b.constant(1.0);
+    let adj = pullback_in_place(&mut b, &[(y, one)]);
+    let grads = xs
+        .iter()
+        .map(|x| adj[x.index()].get().unwrap_or_else(|| b.zero()))
+        .collect();
+    Ok((b, y, grads))
 }
 
-/// The gradient program `x ↦ (f(x), ∇f(x))`: ∂⃖f with seed `ȳ = 1`,
-/// keeping the gradient with respect to the first `n` inputs. Its output
-/// blocks are [`gradient_blocks`].
-fn gradient_program(p: &Program, n: usize) -> Result<Program> {
-    let total = p.n_inputs();
-    // ∂⃖f at order 1: inputs [x, d₁], outputs [y, r₁ = Jᵀd₁].
-    let p1 = nest(p, 1)?;
-    let mut seeds = vec![Seed::Free; total];
-    seeds.push(Seed::Value(1.0));
-    let mut keep = vec![0];
-    keep.extend(block_head(&p1, 1, n)?);
-    let mut g = p1.specialize_seeds(&seeds, &keep)?.positive_zero_outputs();
-    g.output_blocks = vec![1, n];
-    Ok(g)
-}
-
-/// The Hessian-vector product program `(x, v) ↦ (f, ∇f, H v)`, forward
-/// over reverse: ∂⃗ applied to the gradient program `x ↦ (f, ∇f)` (which is
-/// ∂⃖f with `ȳ = 1`), with tangent `ẋ = v`; the tangent of `∇f` is `H v`.
-/// Tangents of captured inputs are structural zeros.
+/// The Hessian-vector product program `(x, v) ↦ (f, ∇f, H v)` of a traced
+/// scalar function, forward over reverse: ∂⃗ applied to the gradient
+/// `x ↦ (f, ∇f)` (which is ∂⃖f with `ȳ = 1`), with tangent `ẋ = v`; the
+/// tangent of `∇f` is `H v`. Tangents of captured inputs are structural
+/// zeros. Inputs `[x, caps, v]` (`v` has `n` entries) and outputs
+/// `[f, ∇f, H v]` (`1 + 2n`), each as one block.
 ///
 /// The same product is the last closure of the order-2 bundle with
 /// `d₁ = 1`, `d₂ = v`, `d₃ = 0` (the book's higher-order chapter, reverse
 /// over reverse); `tests/drivers.rs` checks that the two agree. Forward
-/// over reverse gives the smaller program.
-fn hvp_program(p: &Program, n: usize) -> Result<Program> {
-    use gradient_blocks::{GRADIENT, VALUE};
-    let total = p.n_inputs();
-    // (x, caps) ↦ (y, ∇ with respect to x and caps).
-    let g = gradient_program(p, total)?;
-    // ∂⃗g: inputs [x, caps, ẋ, ċaps], outputs [g's blocks, their tangents].
-    let fg = crate::functor::forward(&g);
-    let tangent_of = |j: usize| g.output_blocks().len() + j;
-    let mut seeds = vec![Seed::Free; total];
-    seeds.extend(point_tangents(n, total));
-    let mut keep: Vec<usize> = block_head(&fg, VALUE, 1)?.collect();
-    keep.extend(block_head(&fg, GRADIENT, n)?);
-    keep.extend(block_head(&fg, tangent_of(GRADIENT), n)?);
-    Ok(fg.specialize_seeds(&seeds, &keep)?.positive_zero_outputs())
+/// over reverse gives the smaller program. Everything is emitted into the
+/// builder the trace was recorded in: the pullback, then the pushforward
+/// of the gradient's instructions (only those the gradient needs), each
+/// with its seeds folded in as it is emitted, so nothing is copied.
+fn hvp_program(t: TracedBuilder, n: usize) -> Result<Program> {
+    let total = t.inputs.len();
+    let inputs = t.inputs.clone();
+    let (mut b, y, grads) = gradient_in(t, n)?;
+    let end = b.len();
+    let live = crate::program::live_from(&b.code()[..end], &grads);
+    // ẋ = v; the captured values are held fixed.
+    let mut xdots: Vec<Option<Var>> = vec![None; total];
+    for &x in &inputs[..n] {
+        if let Some(k) = b.code()[x.index()].as_input() {
+            xdots[k as usize] = Some(b.input());
+        }
+    }
+    let tangent = pushforward_in_place(&mut b, end, &xdots, &live);
+    let mut outs = vec![y];
+    outs.extend_from_slice(&grads);
+    for g in &grads {
+        let t = tangent[g.index()].get().unwrap_or_else(|| b.zero());
+        outs.push(t);
+    }
+    Ok(b.finish_unchecked(&outs).positive_zero_outputs())
 }
 
 /// Gradient `∇f(x)` of a scalar function.
@@ -350,8 +397,8 @@ fn value_and_gradient_of<T: Real, R: IntoTraced<Tracer>>(
     x: &[T],
 ) -> Result<(T, Vec<T>)> {
     check_nonempty(what, x.len())?;
-    let (p, inputs) = trace_at(scalar(f), x)?;
-    let g = gradient_program(&p, x.len())?;
+    let (t, inputs) = trace_builder_at(scalar(f), x)?;
+    let g = gradient_program(t, x.len())?;
     let mut out = g.eval(&inputs)?;
     let grad = out.split_off(1);
     Ok((out[0], grad))
@@ -444,15 +491,10 @@ where
     check_nonempty("jvp", x.len())?;
     check_len("jvp: direction", x.len(), v.len())?;
     let (p, mut inputs) = trace_at(vector(f), x)?;
-    let (total, m) = (p.n_inputs(), p.n_outputs());
-    // ∂⃗p: inputs [x, caps, ẋ, ċaps], outputs [y, ẏ]; captured values are
-    // held fixed.
-    let mut seeds = vec![Seed::Free; total];
-    seeds.extend(point_tangents(x.len(), total));
-    let keep: Vec<usize> = (0..2 * m).collect();
-    let prog = crate::functor::forward(&p)
-        .specialize_seeds(&seeds, &keep)?
-        .positive_zero_outputs();
+    let m = p.n_outputs();
+    // ∂⃗p: inputs [x, caps, ẋ], outputs [y, ẏ]; captured values are held
+    // fixed.
+    let prog = pushforward_program(&p, x.len(), None);
     inputs.extend_from_slice(v);
     let mut out = prog.eval(&inputs)?;
     let jv = out.split_off(m);
@@ -538,9 +580,9 @@ where
 {
     check_nonempty("hvp", x.len())?;
     check_len("hvp: direction", x.len(), v.len())?;
-    let (p, mut inputs) = trace_at(scalar(f), x)?;
+    let (t, mut inputs) = trace_builder_at(scalar(f), x)?;
     let n = x.len();
-    let h = hvp_program(&p, n)?;
+    let h = hvp_program(t, n)?;
     inputs.extend_from_slice(v);
     let out = h.eval(&inputs)?;
     Ok(out[1 + n..].to_vec())
@@ -576,10 +618,10 @@ where
     R: IntoTraced<Tracer>,
 {
     check_nonempty("hessian", x.len())?;
-    let (p, inputs) = trace_at(scalar(f), x)?;
+    let (t, inputs) = trace_builder_at(scalar(f), x)?;
     let n = x.len();
-    let total = p.n_inputs();
-    let mut h = hvp_program(&p, n)?;
+    let total = t.inputs.len();
+    let mut h = hvp_program(t, n)?;
     // Inputs [x, caps] [v]; outputs [f, ∇f] [H v]: split so that the part
     // that depends on x alone runs once, and only the right runs per column.
     h.input_blocks = vec![total, n];
@@ -730,19 +772,41 @@ fn cast_array<T: Real, M: ArrayLength>(a: &GenericArray<f64, M>) -> GenericArray
 /// [`Real`]. Its size grows with the order like nested forward mode does,
 /// which is fine for the low orders nesting asks for.
 fn univariate_program(p: &Program, order: usize) -> Result<Program> {
-    let total = p.n_inputs();
     let mut q = p.clone();
     for _ in 0..order {
-        let m = q.n_outputs();
-        let fq = crate::functor::forward(&q);
-        let mut seeds = vec![Seed::Free; total];
-        seeds.push(Seed::Value(1.0));
-        seeds.extend(std::iter::repeat_n(Seed::Zero, total - 1));
-        let mut keep: Vec<usize> = (0..m).collect();
-        keep.push(2 * m - 1);
-        q = fq.specialize_seeds(&seeds, &keep)?;
+        q = pushforward_program(&q, 1, Some(1.0));
     }
     Ok(q.positive_zero_outputs())
+}
+
+/// ∂⃗ of `p` with the tangents of its first `n` inputs free (`seed: None`:
+/// `n` inputs after `p`'s own) or all fixed to the constant `seed`, and
+/// those of the rest (captured values) structural zeros. Outputs: `p`'s
+/// outputs, then the tangent of each (`seed: None`) or of the last
+/// (`seed: Some(_)`), as one block. One builder pass.
+fn pushforward_program(p: &Program, n: usize, seed: Option<f64>) -> Program {
+    let total = p.n_inputs();
+    let mut b = Builder::with_capacity(3 * p.len());
+    let xs: Vec<Var> = (0..total).map(|_| b.input()).collect();
+    let mut xdots: Vec<Option<Var>> = match seed {
+        None => (0..n).map(|_| Some(b.input())).collect(),
+        Some(c) => {
+            let c = b.constant(c);
+            vec![Some(c); n]
+        }
+    };
+    xdots.resize(total, None);
+    let (map, tangent) = pushforward_into(&mut b, p, &xs, &xdots);
+    let mut outs: Vec<Var> = p.outputs().iter().map(|o| map[o.index()]).collect();
+    let tangents_of = match seed {
+        None => p.outputs(),
+        Some(_) => &p.outputs()[p.n_outputs().saturating_sub(1)..],
+    };
+    for o in tangents_of {
+        let t = tangent[o.index()].unwrap_or_else(|| b.constant(0.0));
+        outs.push(t);
+    }
+    b.finish_unchecked(&outs).positive_zero_outputs().into_dce()
 }
 
 /// Traces a scalar function of one variable at `x` and builds its Taylor
@@ -1289,8 +1353,8 @@ where
     }
 
     fn build(f: &F, x: &[f64]) -> Result<Program> {
-        let (p, _) = trace_at(scalar(f), x)?;
-        Ok(gradient_program(&p, x.len())?.schedule())
+        let (t, _) = trace_builder_at(scalar(f), x)?;
+        Ok(gradient_program(t, x.len())?.into_schedule())
     }
 
     /// `(f(x), ∇f(x))` at a point of any [`Real`] scalar: tracers, to use
@@ -1419,15 +1483,15 @@ impl HvpSplit {
         F: Fn(&[Tracer]) -> R,
         R: IntoTraced<Tracer>,
     {
-        let (p, _) = trace_at(scalar(f), x)?;
+        let (t, _) = trace_builder_at(scalar(f), x)?;
         let n = x.len();
         // Inputs [x] [v]; outputs [f, ∇f] [H v]: x is known at the left,
         // v at the right.
-        let mut h = hvp_program(&p, n)?;
+        let mut h = hvp_program(t, n)?;
         h.input_blocks = vec![n, n];
         h.output_blocks = vec![1 + n, n];
         let stages = [Self::LEFT, Self::RIGHT];
-        let staged = Staged::split(&h, &stages, &stages, 2)?.schedule();
+        let staged = Staged::split_scheduled(&h, &stages, &stages, 2)?;
         let ws = staged.workspace();
         Ok(HvpSplit { staged, ws })
     }

@@ -162,6 +162,15 @@ pub enum Error {
     /// example after deserialisation).
     #[error("program refers to custom rule {0}, which it does not carry")]
     MissingRule(usize),
+    /// A program's rule table would hold more than [`crate::MAX_RULES`]
+    /// distinct user rules (their index is stored in 16 bits of each
+    /// instruction). Register one [`crate::CustomRule`] and apply it many
+    /// times instead of making a new one per application.
+    #[error("more than {max} distinct user rules in one program")]
+    TooManyRules {
+        /// The most a program holds.
+        max: usize,
+    },
     /// A user rule's pullback misused the builder it was given: it returned
     /// the wrong number of values, a value that is not of that builder,
     /// declared an input, or applied a rule the builder does not know.

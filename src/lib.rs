@@ -98,7 +98,7 @@ pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
 pub use program::{
     split_stages, trace, Args, Builder, Guard, Op, Program, Registers, Stage, Staged,
-    StagedWorkspace, Tracer, Var, Workspace, MAX_ARITY,
+    StagedWorkspace, Tracer, Var, Workspace, MAX_ARITY, MAX_RULES,
 };
 pub use real::Real;
 pub use rules::{CustomRule, Prim, Rule, ScalarRule};

@@ -513,7 +513,7 @@ fn generator_covers_all_primitives() {
                 (Some(Prim::Ln), _) => 8,
                 (Some(Prim::Sqrt), _) => 9,
                 (Some(Prim::Tanh), _) => 10,
-                (Some(Prim::Powi), Op::Apply { param, .. }) if *param < 0 => 11,
+                (Some(Prim::Powi), Op::Apply { param, .. }) if param < 0 => 11,
                 (Some(Prim::Select), _) => 12,
                 _ => continue,
             };

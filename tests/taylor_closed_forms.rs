@@ -223,10 +223,9 @@ fn function(id: &str, t: Tracer) -> Tracer {
 fn traced_names(id: &str, x0: f64) -> Vec<String> {
     let p = trace(|t| vec![function(id, t[0])], &[x0]).unwrap();
     p.ops()
-        .iter()
         .filter_map(|op| match op {
             Op::Apply { prim, .. } => Some(prim.name().to_string()),
-            Op::Custom { rule, .. } => Some(p.custom_rules()[*rule as usize].name().to_string()),
+            Op::Custom { rule, .. } => Some(p.custom_rules()[rule as usize].name().to_string()),
             _ => None,
         })
         .collect()

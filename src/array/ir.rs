@@ -702,10 +702,10 @@ impl ArrayBuilder {
         // (Not where the body has guards: they must still be checked.)
         let guarded = !body.guards().is_empty();
         for (k, o) in body.outputs().iter().enumerate() {
-            match body.ops()[o.index()] {
+            match body.op(o.index()) {
                 _ if guarded => real.push(k),
-                Op::Const(c) => result[k] = self.fill(c, shape),
-                Op::Input(j) => {
+                Some(Op::Const(c)) => result[k] = self.fill(c, shape),
+                Some(Op::Input(j)) => {
                     let a = new_args[j as usize];
                     result[k] = if self.shape(a) == shape {
                         a
@@ -1047,8 +1047,8 @@ pub(crate) fn index_bound(idx: &[u32]) -> usize {
 /// matching arguments.
 fn drop_unused_inputs(body: Arc<Program>, args: Vec<AVar>) -> (Arc<Program>, Vec<AVar>) {
     let mut used = vec![false; body.n_inputs()];
-    let input_of = |v: Var| match body.ops()[v.index()] {
-        Op::Input(k) => Some(k as usize),
+    let input_of = |v: Var| match body.op(v.index()) {
+        Some(Op::Input(k)) => Some(k as usize),
         _ => None,
     };
     for op in body.ops() {

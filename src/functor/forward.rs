@@ -2,8 +2,9 @@
 //! "∂P.jl terminology and notation guide", §IV: `f₊`; the Futhark notes on
 //! forward and reverse mode AD on tangent insertion).
 
-use crate::program::{Builder, Op, Program, Var, MAX_ARITY};
+use crate::program::{Builder, Instr, OptVar, Program, Var, MAX_ARITY};
 use crate::rules;
+use crate::rules::CustomRule;
 
 /// The pushforward program ∂⃗f: from `P(x) → y` build
 /// `F(x, ẋ) → (y, ẏ)` with `ẏ = J_f(x) ẋ`.
@@ -42,32 +43,10 @@ use crate::rules;
 /// assert_relative_eq!(out[3], -3.0 * 0.5_f64.sin()); // ∂²y/∂x₀²
 /// ```
 pub fn forward(p: &Program) -> Program {
-    let mut b = Builder::with_capacity(3 * p.ops.len());
+    let mut b = Builder::with_capacity(3 * p.code.len());
     let xs: Vec<Var> = (0..p.n_inputs).map(|_| b.input()).collect();
-    let xdots: Vec<Var> = (0..p.n_inputs).map(|_| b.input()).collect();
-    let map = p.inline_into(&mut b, &xs);
-    // The rule table of `b` starts as a copy of `p`'s, in order.
-    let rules_tbl = b.rules().to_vec();
-    let mut tangent: Vec<Option<Var>> = vec![None; p.ops.len()];
-    for (i, op) in p.ops.iter().enumerate() {
-        tangent[i] = match *op {
-            Op::Input(k) => Some(xdots[k as usize]),
-            Op::Const(_) => None,
-            _ => {
-                let mut t = [None; MAX_ARITY];
-                for (slot, o) in t.iter_mut().zip(op.operands()) {
-                    *slot = tangent[o.index()];
-                }
-                let t = &t[..op.operands().len()];
-                if t.iter().all(Option::is_none) {
-                    None
-                } else {
-                    let mapped = op.map_operands(|o| map[o.index()]);
-                    rules::pushforward(&mut b, &mapped, map[i], t, &rules_tbl)
-                }
-            }
-        };
-    }
+    let xdots: Vec<Option<Var>> = (0..p.n_inputs).map(|_| Some(b.input())).collect();
+    let (map, tangent) = pushforward_into(&mut b, p, &xs, &xdots);
     let mut outs: Vec<Var> = p.outputs.iter().map(|o| map[o.index()]).collect();
     for o in &p.outputs {
         let t = tangent[o.index()];
@@ -77,5 +56,97 @@ pub fn forward(p: &Program) -> Program {
     in_blocks.extend_from_slice(&p.input_blocks);
     let mut out_blocks = p.output_blocks.clone();
     out_blocks.extend_from_slice(&p.output_blocks);
-    b.finish_blocks(&outs, in_blocks, out_blocks).dce()
+    b.finish_blocks(&outs, in_blocks, out_blocks).into_dce()
+}
+
+/// Emits ∂⃗ of `p` into `b`: the primal instructions of `p` on the values
+/// `xs` (one per input), then, in program order, the pushforward of each
+/// one's tangent from the tangents `xdots` of the inputs (`None`: a
+/// structural zero, the input is held fixed). Returns the value and the
+/// tangent (`None`: structurally zero) of each instruction of `p`. Seeds
+/// are folded into the tangents as they are emitted, so a driver derives
+/// in one builder pass.
+pub(crate) fn pushforward_into(
+    b: &mut Builder,
+    p: &Program,
+    xs: &[Var],
+    xdots: &[Option<Var>],
+) -> (Vec<Var>, Vec<Option<Var>>) {
+    let map = if xs.iter().all(|&x| b.constant_of(x).is_none()) {
+        p.copy_into(b, xs)
+    } else {
+        p.inline_into(b, xs)
+    };
+    let mut tangent = vec![OptVar::NONE; p.code.len()];
+    let len = p.code.len();
+    sweep(
+        b,
+        len,
+        |_, i| p.code[i],
+        &p.rules,
+        &mut tangent,
+        |_| true,
+        xdots,
+        |o| map[o.index()],
+    );
+    (map, tangent.into_iter().map(OptVar::get).collect())
+}
+
+/// The pushforward of what `b` holds below `end`, emitted into `b` itself:
+/// the tangent of each of those values (`None`: structurally zero), from
+/// the tangents `xdots` of its inputs (by input number), computed only for
+/// the values `live` marks (`end` of them). A driver that built a gradient in
+/// `b` goes on this way without copying it.
+pub(crate) fn pushforward_in_place(
+    b: &mut Builder,
+    end: usize,
+    xdots: &[Option<Var>],
+    live: &[bool],
+) -> Vec<OptVar> {
+    let mut tangent = vec![OptVar::NONE; end];
+    let rules = b.rules().to_vec();
+    let at = |b: &Builder, i: usize| b.code()[i];
+    sweep(b, end, at, &rules, &mut tangent, |i| live[i], xdots, |o| o);
+    tangent
+}
+
+/// The forward sweep of ∂⃗ over `len` instructions, instruction `i` read by
+/// `at` (values numbered as there, found in `b` through `value`; user
+/// rules in `rules`), for
+/// the instructions `wanted` names: input `k` takes the tangent
+/// `xdots[k]`, every other instruction the pushforward of its operands'
+/// tangents (nothing where they are all structural zeros).
+#[allow(clippy::too_many_arguments)]
+fn sweep(
+    b: &mut Builder,
+    len: usize,
+    at: impl Fn(&Builder, usize) -> Instr,
+    rules: &[CustomRule],
+    tangent: &mut [OptVar],
+    wanted: impl Fn(usize) -> bool,
+    xdots: &[Option<Var>],
+    value: impl Fn(Var) -> Var,
+) {
+    for i in 0..len {
+        let ins = at(b, i);
+        let t = if let Some(k) = ins.as_input() {
+            xdots.get(k as usize).copied().flatten()
+        } else if !wanted(i) {
+            None
+        } else {
+            let ops = ins.operands();
+            let mut t = [None; MAX_ARITY];
+            for (slot, o) in t.iter_mut().zip(ops) {
+                *slot = tangent[o.index()].get();
+            }
+            let t = &t[..ops.len()];
+            if t.iter().all(Option::is_none) {
+                None
+            } else {
+                let mapped = ins.map_operands(&value);
+                rules::pushforward(b, &mapped, value(Var(i as u32)), t, rules)
+            }
+        };
+        tangent[i] = t.into();
+    }
 }

@@ -4,7 +4,7 @@
 //! (§VII.B), and ∂⃗, the forward-mode pushforward (§IV).
 
 pub(crate) mod dual;
-mod forward;
+pub(crate) mod forward;
 pub mod laws;
 pub(crate) mod nested;
 pub(crate) mod reverse;

@@ -7,7 +7,7 @@ use std::ops::{Add, Shl, Sub};
 
 use typenum::{Add1, IsLess, IsLessOrEqual, Shleft, Sub1, True, Unsigned, B1, U0, U1};
 
-use super::reverse::reverse_joint;
+use super::reverse::reverse_joint_ordered;
 use crate::error::{Error, Result};
 use crate::program::Program;
 use crate::program::{Seed, Stage, Staged};
@@ -45,20 +45,27 @@ use crate::program::{Seed, Stage, Staged};
 /// ```
 pub fn nest(p: &Program, order: usize) -> Result<Program> {
     check_order(order)?;
-    let mut cur = p.flatten_blocks();
+    let mut cur: Option<Program> = None;
     for n in 0..order {
+        let src = cur.as_ref().unwrap_or(p);
+        // P₀ is `p` with one input and one output block.
+        let (in_w, out_w) = match &cur {
+            Some(c) => (c.input_blocks.clone(), c.output_blocks.clone()),
+            None => (vec![p.n_inputs], vec![p.outputs.len()]),
+        };
         if n >= 1 {
-            check_nested_size(cur.len(), order - n)?;
+            check_nested_size(src.len(), order - n)?;
         }
         let k = (1usize << n) - 1;
-        let joint = reverse_joint(&cur);
-        // Joint blocks: [x, d₁..d_K, ȳ, r̄₁..r̄_K] / [y, r₁..r_K, x̄, d̄₁..d̄_K].
+        // Joint blocks: [x, d₁..d_K, ȳ, r̄₁..r̄_K] / [y, r₁..r_K, x̄, d̄₁..d̄_K],
+        // built directly in the order [x, d₁..d_K, r̄_K..r̄₁, ȳ] /
+        // [y, r₁..r_K, d̄_K..d̄₁, x̄].
         let mut perm: Vec<usize> = (0..=k).collect();
         perm.extend((k + 2..=2 * k + 1).rev());
         perm.push(k + 1);
-        cur = joint.permute_blocks(&perm, &perm)?;
+        cur = Some(reverse_joint_ordered(src, &in_w, &out_w, &perm, &perm));
     }
-    Ok(cur)
+    Ok(cur.unwrap_or_else(|| p.flatten_blocks()))
 }
 
 /// A straight-line program for the `k`-th derivative of a scalar function
@@ -108,10 +115,10 @@ pub(crate) fn derivatives_program(p: &Program, order: usize) -> Result<Program> 
     let mut outs = Vec::with_capacity(order + 1);
     for k in 0..=order {
         let dk = derivative_program(p, k)?;
-        let map = dk.inline_into(&mut b, &[x]);
+        let map = dk.copy_into(&mut b, &[x]);
         outs.push(map[dk.outputs()[0].index()]);
     }
-    Ok(b.finish_unchecked(&outs).dce())
+    Ok(b.finish_unchecked(&outs).into_dce())
 }
 
 /// The program `x ↦ [f(x), f′(x), …, f⁽ᴺ⁾(x)]` of a scalar function of one

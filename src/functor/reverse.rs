@@ -3,8 +3,9 @@
 
 use crate::error::{Error, Result};
 use crate::optic::Optic;
-use crate::program::{Builder, Op, Program, Staged, Var};
+use crate::program::{Builder, Instr, OptVar, Program, Staged, Var};
 use crate::rules;
+use crate::rules::CustomRule;
 
 /// The *joint* program of ∂⃖f: from `P(x) → y` build `J(x, ȳ) → (y, x̄)`
 /// with `x̄ = J_f(x)ᵀ ȳ`.
@@ -37,49 +38,166 @@ use crate::rules;
 /// assert_relative_eq!(out[2], 20.0);
 /// ```
 pub fn reverse_joint(p: &Program) -> Program {
-    let mut b = Builder::with_capacity(4 * p.ops.len());
-    let xs: Vec<Var> = (0..p.n_inputs).map(|_| b.input()).collect();
-    let map = p.inline_into(&mut b, &xs);
-    let ybar: Vec<Var> = (0..p.outputs.len()).map(|_| b.input()).collect();
-    // The rule table of `b` starts as a copy of `p`'s, in order, so rule
-    // indices in `p`'s ops are valid in `b`.
-    let rules_tbl = b.rules().to_vec();
-    let mut adj: Vec<Option<Var>> = vec![None; p.ops.len()];
-    let acc = |b: &mut Builder, slot: &mut Option<Var>, c: Var| {
-        *slot = Some(match *slot {
-            Some(prev) => b.add(prev, c),
-            None => c,
-        });
+    let in_order: Vec<usize> = (0..p.input_blocks.len() + p.output_blocks.len()).collect();
+    let out_order: Vec<usize> = (0..p.output_blocks.len() + p.input_blocks.len()).collect();
+    reverse_joint_ordered(p, &p.input_blocks, &p.output_blocks, &in_order, &out_order)
+}
+
+/// [`reverse_joint`] of `p` seen with input blocks `in_w` and output blocks
+/// `out_w` (widths summing to its input and output counts), with the
+/// joint's blocks put in another order as it is built: new input block `j`
+/// is the joint's block `in_order[j]`, and likewise for outputs. A caller
+/// that wants the blocks regrouped ([`reverse`]) or reordered
+/// ([`super::nest`]) then needs no second copy. Both orders must be
+/// permutations of the joint's blocks.
+pub(crate) fn reverse_joint_ordered(
+    p: &Program,
+    in_w: &[usize],
+    out_w: &[usize],
+    in_order: &[usize],
+    out_order: &[usize],
+) -> Program {
+    let mut b = Builder::with_capacity(4 * p.code.len());
+    // The joint's input blocks: p's inputs, then the cotangents of p's
+    // outputs. Declared in the requested order.
+    let joint_in: Vec<usize> = in_w.iter().chain(out_w).copied().collect();
+    let starts = |w: &[usize]| -> Vec<usize> {
+        w.iter()
+            .scan(0, |acc, &x| {
+                let s = *acc;
+                *acc += x;
+                Some(s)
+            })
+            .collect()
     };
-    for (j, o) in p.outputs.iter().enumerate() {
-        acc(&mut b, &mut adj[o.index()], ybar[j]);
+    let in_starts = starts(&joint_in);
+    let mut joint_vars = vec![Var(0); p.n_inputs + p.outputs.len()];
+    for &blk in in_order {
+        for i in 0..joint_in[blk] {
+            joint_vars[in_starts[blk] + i] = b.input();
+        }
     }
-    let mut input_of = vec![None; p.n_inputs];
-    for i in (0..p.ops.len()).rev() {
-        let op = p.ops[i];
-        if let Op::Input(k) = op {
-            input_of[k as usize] = Some(i);
+    let (xs, ybar) = joint_vars.split_at(p.n_inputs);
+    let ybar: Vec<Option<Var>> = ybar.iter().map(|&v| Some(v)).collect();
+    let (map, xbar) = pullback_into(&mut b, p, xs, &ybar);
+    // The joint's outputs: y, then x̄ (an input nothing depends on has
+    // cotangent 0).
+    let mut joint_outs: Vec<Var> = p.outputs.iter().map(|o| map[o.index()]).collect();
+    for g in xbar {
+        let g = g.unwrap_or_else(|| b.constant(0.0));
+        joint_outs.push(g);
+    }
+    let joint_out_w: Vec<usize> = out_w.iter().chain(in_w).copied().collect();
+    let out_starts = starts(&joint_out_w);
+    let mut outs = Vec::with_capacity(joint_outs.len());
+    for &blk in out_order {
+        outs.extend_from_slice(&joint_outs[out_starts[blk]..out_starts[blk] + joint_out_w[blk]]);
+    }
+    let in_blocks = in_order.iter().map(|&j| joint_in[j]).collect();
+    let out_blocks = out_order.iter().map(|&j| joint_out_w[j]).collect();
+    b.finish_blocks(&outs, in_blocks, out_blocks).into_dce()
+}
+
+/// Emits ∂⃖ of `p` into `b`: the primal instructions of `p` on the values
+/// `xs` (one per input of `p`), then its pullback from the cotangents
+/// `ybar` of its outputs (`None`: a structural zero, nothing flows from
+/// there). Returns the value of each instruction of `p` in `b`, and the
+/// cotangent of each input of `p` (`None`: no dependence).
+///
+/// Seeds that are constants (`ȳ = 1` for a gradient) are folded into the
+/// pullback as it is emitted, so a driver derives in one builder pass.
+pub(crate) fn pullback_into(
+    b: &mut Builder,
+    p: &Program,
+    xs: &[Var],
+    ybar: &[Option<Var>],
+) -> (Vec<Var>, Vec<Option<Var>>) {
+    let map = if xs.iter().all(|&x| b.constant_of(x).is_none()) {
+        p.copy_into(b, xs)
+    } else {
+        p.inline_into(b, xs)
+    };
+    let mut adj = vec![OptVar::NONE; p.code.len()];
+    for (o, c) in p.outputs.iter().zip(ybar) {
+        if let Some(c) = *c {
+            accumulate(b, &mut adj[o.index()], c);
+        }
+    }
+    sweep(
+        b,
+        p.code.len(),
+        |_, i| p.code[i],
+        &p.rules,
+        &mut adj,
+        |o| map[o.index()],
+    );
+    let mut xbar = vec![None; p.n_inputs];
+    for (i, ins) in p.code.iter().enumerate() {
+        if let Some(k) = ins.as_input() {
+            xbar[k as usize] = adj[i].get();
+        }
+    }
+    (map, xbar)
+}
+
+/// The pullback of what `b` holds: the cotangents `seeds` (value,
+/// cotangent) of some of its values, pulled back through its instructions
+/// in reverse order, emitted into `b` itself. Returns the cotangent of
+/// every value below the first instruction emitted (`None`: no
+/// dependence). A driver that traced a function into `b` goes on this way
+/// without copying the primal.
+pub(crate) fn pullback_in_place(b: &mut Builder, seeds: &[(Var, Var)]) -> Vec<OptVar> {
+    let end = b.len();
+    let mut adj = vec![OptVar::NONE; end];
+    for &(v, c) in seeds {
+        accumulate(b, &mut adj[v.index()], c);
+    }
+    let rules = b.rules().to_vec();
+    sweep(b, end, |b, i| b.code()[i], &rules, &mut adj, |o| o);
+    adj
+}
+
+/// Adds the cotangent contribution `c` to `slot` (copy lifts to `+`,
+/// Fischer, ∂P.jl notes, eq. 26).
+fn accumulate(b: &mut Builder, slot: &mut OptVar, c: Var) {
+    *slot = OptVar::some(match slot.get() {
+        Some(prev) => b.add(prev, c),
+        None => c,
+    });
+}
+
+/// The reverse sweep of ∂⃖ over `len` instructions, instruction `i` read by
+/// `at` (values numbered as there, found in `b` through `value`; user
+/// rules in `rules`):
+/// from the cotangents already in `adj`, one rule per instruction in
+/// reverse order. An instruction whose result nothing depends on gets no
+/// cotangent and emits nothing (delete lifts to 0, eq. 27); constants get
+/// none either (nothing reads it). Guards need nothing: they are kept with
+/// the instructions (a branch is a guard, §VI).
+fn sweep(
+    b: &mut Builder,
+    len: usize,
+    at: impl Fn(&Builder, usize) -> Instr,
+    rules: &[CustomRule],
+    adj: &mut [OptVar],
+    value: impl Fn(Var) -> Var,
+) {
+    for i in (0..len).rev() {
+        let ins = at(b, i);
+        if ins.is_input() {
             continue;
         }
-        let Some(ct) = adj[i] else { continue };
-        let mapped = op.map_operands(|o| map[o.index()]);
-        let contribs = rules::pullback(&mut b, &mapped, map[i], ct, &rules_tbl);
-        for (&o, c) in op.operands().iter().zip(contribs) {
+        let Some(ct) = adj[i].get() else { continue };
+        let mapped = ins.map_operands(&value);
+        let contribs = rules::pullback(b, &mapped, value(Var(i as u32)), ct, rules);
+        for (&o, c) in ins.operands().iter().zip(contribs) {
             if let Some(c) = c {
-                acc(&mut b, &mut adj[o.index()], c);
+                if !at(b, o.index()).is_const() {
+                    accumulate(b, &mut adj[o.index()], c);
+                }
             }
         }
     }
-    let mut outs: Vec<Var> = p.outputs.iter().map(|o| map[o.index()]).collect();
-    for slot in input_of {
-        let g = slot.and_then(|i| adj[i]);
-        outs.push(g.unwrap_or_else(|| b.constant(0.0)));
-    }
-    let mut in_blocks = p.input_blocks.clone();
-    in_blocks.extend_from_slice(&p.output_blocks);
-    let mut out_blocks = p.output_blocks.clone();
-    out_blocks.extend_from_slice(&p.input_blocks);
-    b.finish_blocks(&outs, in_blocks, out_blocks).dce()
 }
 
 /// The optic ∂⃖f = ⟨a ↦ (a, f(a)) | (a, z) ↦ f*|ₐ(z)⟩ of a program f
@@ -144,10 +262,10 @@ pub struct ReverseOptic {
 /// assert_relative_eq!(xbar[0], 1.0_f64.exp());
 /// ```
 pub fn reverse(p: &Program) -> Result<ReverseOptic> {
-    let flat = p.flatten_blocks();
-    // Inputs [x] [ȳ], outputs [y] [x̄]: x and y belong to the left, ȳ and x̄
-    // to the right.
-    let joint = reverse_joint(&flat);
+    // Inputs [x] [ȳ], outputs [y] [x̄] (each flattened to one block): x and
+    // y belong to the left, ȳ and x̄ to the right.
+    let (n, m) = (p.n_inputs(), p.n_outputs());
+    let joint = reverse_joint_ordered(p, &[n], &[m], &[0, 1], &[0, 1]);
     let staged = Staged::split(&joint, &[LEFT, RIGHT], &[LEFT, RIGHT], 2)?;
     Ok(ReverseOptic { staged, joint })
 }

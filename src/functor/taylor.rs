@@ -176,15 +176,15 @@ impl TaylorProgram {
                 got: inputs.len(),
             });
         }
-        if vals.len() != p.ops.len() * w {
+        if vals.len() != p.code.len() * w {
             vals.clear();
-            vals.resize(p.ops.len() * w, 0.0);
+            vals.resize(p.code.len() * w, 0.0);
         }
-        for (i, op) in p.ops.iter().enumerate() {
+        for (i, op) in p.ops().enumerate() {
             // Operands precede their use: they are all in `done`.
             let (done, rest) = vals.split_at_mut(i * w);
             let y = &mut rest[..w];
-            match *op {
+            match op {
                 Op::Input(k) => jet::copy(y, &inputs[k as usize * w..][..w]),
                 Op::Const(c) => {
                     y.fill(0.0);

@@ -296,12 +296,12 @@ fn misuse(b: &Builder, inputs: usize, start: usize, arity: usize, g: &[Var]) -> 
     if g.iter().any(|v| v.index() >= b.len()) {
         return Some(RuleMisuse::ForeignValue);
     }
-    for (i, op) in b.ops().iter().enumerate().skip(start) {
+    for (i, op) in b.ops().enumerate().skip(start) {
         if op.operands().iter().any(|o| o.index() >= i) {
             return Some(RuleMisuse::Malformed);
         }
         if let Op::Custom { rule, args } = op {
-            match b.rules().get(*rule as usize) {
+            match b.rules().get(rule as usize) {
                 Some(r) if r.arity() == args.len() => {}
                 _ => return Some(RuleMisuse::UnknownRule),
             }

@@ -2,35 +2,13 @@
 
 use std::sync::OnceLock;
 
-use super::ir::{Args, Op, Program, Var};
+use super::ir::{Instr, Program, Var};
 use crate::error::{Error, Result};
 use crate::real::Real;
-use crate::rules::{opcode, Prim};
-
-/// One instruction of the compact form the interpreter runs: 16 bytes, an
-/// opcode byte (a primitive's table index, or input, constant, user rule)
-/// and three 32-bit slots: the operands; for a primitive of fewer than
-/// three operands, its parameter in the last slot; for a constant, its bits
-/// in the last two; for an input its number, and for a user rule its entry
-/// in [`Lowered::customs`], in the first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct Instr {
-    pub(crate) code: u8,
-    pub(crate) a: u32,
-    pub(crate) b: u32,
-    pub(crate) c: u32,
-}
-
-/// A program in the compact form: its instructions, and the user-rule
-/// applications they refer to.
-#[derive(Debug, Default)]
-pub(crate) struct Lowered {
-    code: Vec<Instr>,
-    customs: Vec<(u32, Args)>,
-}
+use crate::rules::Prim;
 
 /// A form of a program derived from it and built on first use (the
-/// interpreter's compact form, the lowered evaluator's register code). A
+/// lowered evaluator's register code). A
 /// clone of a program starts without one (the clone's instructions may be
 /// changed), and it takes no part in comparisons.
 #[derive(Debug)]
@@ -51,71 +29,6 @@ impl<T> Clone for Cache<T> {
 impl<T> PartialEq for Cache<T> {
     fn eq(&self, _: &Self) -> bool {
         true
-    }
-}
-
-impl Instr {
-    /// The compact form of an input, a constant or a primitive (`None` for
-    /// a user rule, which refers to a side table).
-    pub(crate) fn of(op: &Op) -> Option<Instr> {
-        Some(match *op {
-            Op::Input(k) => Instr {
-                code: opcode::INPUT,
-                a: k,
-                b: 0,
-                c: 0,
-            },
-            Op::Const(c) => {
-                let bits = c.to_bits();
-                Instr {
-                    code: opcode::CONST,
-                    a: 0,
-                    b: bits as u32,
-                    c: (bits >> 32) as u32,
-                }
-            }
-            Op::Apply { prim, param, args } => {
-                let [a, b, c] = args.padded();
-                Instr {
-                    code: opcode::of(prim),
-                    a: a.0,
-                    b: b.0,
-                    c: if prim.arity() < 3 { param as u32 } else { c.0 },
-                }
-            }
-            Op::Custom { .. } => return None,
-        })
-    }
-}
-
-impl Program {
-    /// The compact form of the instruction stream.
-    fn lower(&self) -> Lowered {
-        let mut customs = Vec::new();
-        let code = self
-            .ops
-            .iter()
-            .map(|op| match (Instr::of(op), *op) {
-                (Some(i), _) => i,
-                (None, Op::Custom { rule, args }) => {
-                    customs.push((rule, args));
-                    Instr {
-                        code: opcode::CUSTOM,
-                        a: (customs.len() - 1) as u32,
-                        b: 0,
-                        c: 0,
-                    }
-                }
-                // Every other operation has a compact form.
-                (None, _) => Instr {
-                    code: opcode::CUSTOM,
-                    a: u32::MAX,
-                    b: 0,
-                    c: 0,
-                },
-            })
-            .collect();
-        Lowered { code, customs }
     }
 }
 
@@ -250,15 +163,12 @@ impl Program {
 
     /// A user rule's instruction (kept off the interpreter's hot path).
     #[inline(never)]
-    fn custom<T: Real>(&self, low: &Lowered, ins: &Instr, vals: &[T]) -> T {
-        let Some(&(rule, args)) = low.customs.get(ins.a as usize) else {
-            return T::cst(f64::NAN);
-        };
-        let [a, b, c] = args.padded();
+    fn custom<T: Real>(&self, ins: &Instr, vals: &[T]) -> T {
+        let [a, b, c] = ins.args;
         let x = [vals[a.index()], vals[b.index()], vals[c.index()]];
-        match self.rules.get(rule as usize) {
-            Some(r) => T::apply_custom(r, &x[..args.len()]),
-            None => T::cst(f64::NAN),
+        match self.rules.get(ins.rule as usize) {
+            Some(r) if ins.is_custom() => T::apply_custom(r, &x[..ins.operands().len()]),
+            _ => T::cst(f64::NAN),
         }
     }
 
@@ -266,21 +176,21 @@ impl Program {
     /// `ws`.
     pub(crate) fn run<T: Real>(&self, ws: &mut Workspace<T>, inputs: &[T]) -> Result<()> {
         self.check_run(inputs.len(), None)?;
-        let low = self.lowered.0.get_or_init(|| self.lower());
+        let code = &self.code;
         let vals = &mut ws.vals;
         // Sized once (no allocation in steady state), then written in
         // place: no length update or capacity check per instruction.
         // Operands always precede their use, so every read is of a value
         // already written in this run.
-        if vals.len() != low.code.len() {
+        if vals.len() != code.len() {
             // Any value will do as filler; an input's, because a constant
             // would be recorded by a tracer.
             let filler = inputs.first().copied().unwrap_or_else(|| T::cst(0.0));
             vals.clear();
-            vals.resize(low.code.len(), filler);
+            vals.resize(code.len(), filler);
         }
-        for (i, ins) in low.code.iter().enumerate() {
-            let v = Prim::eval_instr(ins, inputs, vals, || self.custom(low, ins, vals));
+        for (i, ins) in code.iter().enumerate() {
+            let v = Prim::eval_instr(ins, inputs, vals, || self.custom(ins, vals));
             vals[i] = v;
         }
         check_guards(&self.guards, |v| vals[v.index()])

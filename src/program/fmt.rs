@@ -18,17 +18,17 @@ impl fmt::Display for Program {
     /// ```
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let name = |i: usize| -> String {
-            match self.ops[i] {
-                Op::Input(k) => format!("x{k}"),
-                _ => format!("%{i}"),
+            match self.code.get(i).and_then(|ins| ins.as_input()) {
+                Some(k) => format!("x{k}"),
+                None => format!("%{i}"),
             }
         };
         let v = |x: super::ir::Var| name(x.index());
         let ins: Vec<String> = (0..self.n_inputs).map(|k| format!("x{k}")).collect();
         let outs: Vec<String> = self.outputs.iter().map(|&o| v(o)).collect();
         writeln!(f, "program ({}) -> ({})", ins.join(", "), outs.join(", "))?;
-        for (i, op) in self.ops.iter().enumerate() {
-            let rhs = match *op {
+        for (i, op) in self.ops().enumerate() {
+            let rhs = match op {
                 Op::Input(_) => continue,
                 Op::Const(c) => format!("{c}"),
                 Op::Apply { prim, param, args } => {

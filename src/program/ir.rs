@@ -1,11 +1,11 @@
 //! The SSA intermediate representation: a flat instruction stream.
 
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::cmp::Ordering;
 
 use super::custom::CustomRule;
 use crate::error::{Error, Malformation};
-use crate::rules::Prim;
+use crate::rules::{opcode, Prim};
 
 /// An SSA value: the result of the instruction at this index of a
 /// [`Program`] or [`Builder`].
@@ -17,6 +17,36 @@ impl Var {
     /// The index of the instruction that defines this value.
     pub fn index(self) -> usize {
         self.0 as usize
+    }
+}
+
+/// A value or none, in four bytes (`Option<Var>` takes eight): the
+/// transforms keep one per instruction (a cotangent, a tangent), so the
+/// size counts at millions of instructions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct OptVar(u32);
+
+impl OptVar {
+    /// No value.
+    pub(crate) const NONE: OptVar = OptVar(u32::MAX);
+
+    /// The value `v`.
+    #[inline(always)]
+    pub(crate) fn some(v: Var) -> OptVar {
+        OptVar(v.0)
+    }
+
+    /// As an `Option`.
+    #[inline(always)]
+    pub(crate) fn get(self) -> Option<Var> {
+        (self.0 != u32::MAX).then_some(Var(self.0))
+    }
+}
+
+impl From<Option<Var>> for OptVar {
+    #[inline(always)]
+    fn from(v: Option<Var>) -> OptVar {
+        v.map_or(OptVar::NONE, OptVar::some)
     }
 }
 
@@ -58,14 +88,6 @@ impl Args {
     #[inline(always)]
     pub fn as_slice(&self) -> &[Var] {
         &self.vars[..self.len as usize]
-    }
-
-    /// All slots, unused ones holding `Var(0)`; for the interpreter, which
-    /// reads a fixed number of values (every instruction past the first may
-    /// read value 0).
-    #[inline(always)]
-    pub(crate) fn padded(&self) -> [Var; MAX_ARITY] {
-        self.vars
     }
 
     /// Number of operands.
@@ -169,18 +191,6 @@ impl Op {
         }
     }
 
-    /// [`Op::map_operands`], also renumbering a user rule through
-    /// `rule_ids` (old index → index in the new program's table), for
-    /// copying an instruction into another builder.
-    #[inline]
-    pub(crate) fn rebuilt(&self, rule_ids: &[u32], f: impl FnMut(Var) -> Var) -> Op {
-        let mut op = self.map_operands(f);
-        if let Op::Custom { rule, .. } = &mut op {
-            *rule = rule_ids.get(*rule as usize).copied().unwrap_or(u32::MAX);
-        }
-        op
-    }
-
     /// The primitive, for an [`Op::Apply`].
     pub fn prim(&self) -> Option<Prim> {
         match *self {
@@ -189,6 +199,219 @@ impl Op {
         }
     }
 }
+
+/// The stored form of one instruction: 16 bytes, no padding.
+///
+/// * `code`: the opcode, [`opcode::INPUT`], [`opcode::CONST`],
+///   [`opcode::CUSTOM`], or a primitive's ([`opcode::of`]);
+/// * `len`: the number of operands (0 for an input or a constant);
+/// * `rule`: for a user rule, its index in the program's rule table;
+/// * `args`: the operands, unused slots `Var(0)`. A primitive of fewer than
+///   three operands keeps its integer attribute in the last slot; a
+///   constant keeps its bits in the last two (low word first); an input its
+///   number in the first.
+///
+/// Programs and builders store these; [`Op`] is the readable view the
+/// public API hands out ([`Program::ops`]). Equal instructions have equal
+/// bits (constants compare by bit pattern), which is what sharing needs.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) struct Instr {
+    pub(crate) code: u8,
+    pub(crate) len: u8,
+    pub(crate) rule: u16,
+    pub(crate) args: [Var; MAX_ARITY],
+}
+
+const _: () = assert!(std::mem::size_of::<Instr>() == 16);
+
+impl Instr {
+    /// The `k`-th input.
+    #[inline]
+    pub(crate) const fn input(k: u32) -> Instr {
+        Instr {
+            code: opcode::INPUT,
+            len: 0,
+            rule: 0,
+            args: [Var(k), Var(0), Var(0)],
+        }
+    }
+
+    /// The constant `c` (kept by bit pattern).
+    #[inline]
+    pub(crate) fn constant(c: f64) -> Instr {
+        let bits = c.to_bits();
+        Instr {
+            code: opcode::CONST,
+            len: 0,
+            rule: 0,
+            args: [Var(0), Var(bits as u32), Var((bits >> 32) as u32)],
+        }
+    }
+
+    /// `prim` with attribute `param` applied to `x`. Operands past
+    /// [`MAX_ARITY`] are dropped (the count is kept, so the arity check
+    /// reports them); a primitive of three operands has no attribute.
+    #[inline]
+    pub(crate) fn apply(prim: Prim, param: i32, x: &[Var]) -> Instr {
+        let mut args = [Var(0); MAX_ARITY];
+        let n = x.len().min(MAX_ARITY);
+        args[..n].copy_from_slice(&x[..n]);
+        if n < MAX_ARITY {
+            args[MAX_ARITY - 1] = Var(param as u32);
+        }
+        Instr {
+            code: opcode::of(prim),
+            len: x.len().min(u8::MAX as usize) as u8,
+            rule: 0,
+            args,
+        }
+    }
+
+    /// User rule `rule` applied to `x` (at most [`MAX_ARITY`] operands are
+    /// kept; the count is, so the arity check reports the rest).
+    #[inline]
+    pub(crate) fn custom(rule: u16, x: &[Var]) -> Instr {
+        let mut args = [Var(0); MAX_ARITY];
+        let n = x.len().min(MAX_ARITY);
+        args[..n].copy_from_slice(&x[..n]);
+        Instr {
+            code: opcode::CUSTOM,
+            len: x.len().min(u8::MAX as usize) as u8,
+            rule,
+            args,
+        }
+    }
+
+    /// The stored form of `op`. A user-rule index above `u16::MAX` (never a
+    /// registered one: see [`MAX_RULES`]) becomes `u16::MAX`.
+    pub(crate) fn of_op(op: &Op) -> Instr {
+        match *op {
+            Op::Input(k) => Instr::input(k),
+            Op::Const(c) => Instr::constant(c),
+            Op::Apply { prim, param, args } => Instr::apply(prim, param, args.as_slice()),
+            Op::Custom { rule, args } => {
+                Instr::custom(u16::try_from(rule).unwrap_or(u16::MAX), args.as_slice())
+            }
+        }
+    }
+
+    /// The readable view.
+    pub(crate) fn op(&self) -> Op {
+        let args = || Args::new(self.operands()).unwrap_or(Args::EMPTY);
+        match self.code {
+            opcode::INPUT => Op::Input(self.args[0].0),
+            opcode::CONST => Op::Const(self.const_bits()),
+            opcode::CUSTOM => Op::Custom {
+                rule: u32::from(self.rule),
+                args: args(),
+            },
+            _ => match self.prim() {
+                Some(prim) => Op::Apply {
+                    prim,
+                    param: self.param(),
+                    args: args(),
+                },
+                // Never stored: every opcode is one of the above.
+                None => Op::Const(f64::NAN),
+            },
+        }
+    }
+
+    /// The operands, in order (none for an input or a constant).
+    #[inline(always)]
+    pub(crate) fn operands(&self) -> &[Var] {
+        &self.args[..(self.len as usize).min(MAX_ARITY)]
+    }
+
+    /// The same instruction with every operand passed through `f` (the
+    /// attribute and unused slots unchanged).
+    #[inline(always)]
+    pub(crate) fn map_operands(mut self, mut f: impl FnMut(Var) -> Var) -> Instr {
+        let n = (self.len as usize).min(MAX_ARITY);
+        for v in &mut self.args[..n] {
+            *v = f(*v);
+        }
+        self
+    }
+
+    /// The primitive, for a primitive's instruction.
+    #[inline(always)]
+    pub(crate) fn prim(&self) -> Option<Prim> {
+        Prim::of_opcode(self.code)
+    }
+
+    /// The integer attribute of a primitive (0 for one of three operands).
+    #[inline(always)]
+    pub(crate) fn param(&self) -> i32 {
+        if self.len < MAX_ARITY as u8 {
+            self.args[MAX_ARITY - 1].0 as i32
+        } else {
+            0
+        }
+    }
+
+    /// The value of a constant's instruction, read from its bits.
+    #[inline(always)]
+    pub(crate) fn const_bits(&self) -> f64 {
+        f64::from_bits(u64::from(self.args[1].0) | (u64::from(self.args[2].0) << 32))
+    }
+
+    /// The constant this instruction is, if it is one.
+    #[inline(always)]
+    pub(crate) fn as_const(&self) -> Option<f64> {
+        (self.code == opcode::CONST).then(|| self.const_bits())
+    }
+
+    /// The input number, for an input's instruction.
+    #[inline(always)]
+    pub(crate) fn as_input(&self) -> Option<u32> {
+        (self.code == opcode::INPUT).then_some(self.args[0].0)
+    }
+
+    /// The same instruction with the operands of `+` and `·` in the
+    /// builder's canonical order, the lower value first (exact: both
+    /// commute), so that equal sums and products are shared and print
+    /// alike.
+    #[inline(always)]
+    pub(crate) fn canonical(mut self) -> Instr {
+        if (self.code == opcode::of(Prim::Add) || self.code == opcode::of(Prim::Mul))
+            && self.len == 2
+            && self.args[0] > self.args[1]
+        {
+            self.args.swap(0, 1);
+        }
+        self
+    }
+
+    /// Whether this is an input.
+    #[inline(always)]
+    pub(crate) fn is_input(&self) -> bool {
+        self.code == opcode::INPUT
+    }
+
+    /// Whether this is a constant.
+    #[inline(always)]
+    pub(crate) fn is_const(&self) -> bool {
+        self.code == opcode::CONST
+    }
+
+    /// Whether this is a user rule's application.
+    #[inline(always)]
+    pub(crate) fn is_custom(&self) -> bool {
+        self.code == opcode::CUSTOM
+    }
+}
+
+impl std::fmt::Debug for Instr {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.op().fmt(f)
+    }
+}
+
+/// The most user rules one program's table holds, `65 535` (their index
+/// is stored in 16 bits of each instruction); registering more is
+/// [`Error::TooManyRules`].
+pub const MAX_RULES: usize = u16::MAX as usize;
 
 /// A comparison recorded while tracing: at the trace point,
 /// `a.partial_cmp(b)` was `ordering`. A program is only valid where every
@@ -288,39 +511,38 @@ mod ordering_serde {
 /// cotangent of `y`); the block widths are kept so that transforms can
 /// reorder them. A plain traced program has one input block and one output
 /// block.
+///
+/// Instructions are stored in a compact form of 16 bytes each;
+/// [`Program::ops`] reads them as [`Op`]s.
 #[derive(Clone, Debug, PartialEq)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(try_from = "ProgramData"))]
+#[cfg_attr(
+    feature = "serde",
+    serde(try_from = "ProgramData", into = "ProgramData")
+)]
 pub struct Program {
     pub(crate) n_inputs: usize,
-    pub(crate) ops: Vec<Op>,
+    pub(crate) code: Vec<Instr>,
     pub(crate) outputs: Vec<Var>,
     pub(crate) guards: Vec<Guard>,
-    #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) rules: Vec<CustomRule>,
     /// Set where a user rule's pullback misused its builder while this
     /// program (or one it was derived from) was built: evaluation returns
     /// it instead of running.
-    #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) defect: Option<Error>,
-    /// The compact form the interpreter runs, built on first evaluation.
-    #[cfg_attr(feature = "serde", serde(skip))]
-    pub(crate) lowered: super::eval::Cache<super::eval::Lowered>,
     /// The register code of the lowered `f64` evaluator, built on first use.
-    #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) registers: super::eval::Cache<super::registers::RegisterCode>,
     /// Native code (feature `jit`), compiled once hot.
     #[cfg(feature = "jit")]
-    #[cfg_attr(feature = "serde", serde(skip))]
     pub(crate) native: super::native::Native,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }
 
-/// The serialised form of a [`Program`], checked by
-/// [`Program::validate`] before it becomes one.
+/// The serialised form of a [`Program`], with its instructions as [`Op`]s,
+/// checked by [`Program::validate`] before it becomes one.
 #[cfg(feature = "serde")]
-#[derive(serde::Deserialize)]
+#[derive(serde::Serialize, serde::Deserialize)]
 struct ProgramData {
     n_inputs: usize,
     ops: Vec<Op>,
@@ -331,29 +553,95 @@ struct ProgramData {
 }
 
 #[cfg(feature = "serde")]
+impl From<Program> for ProgramData {
+    fn from(p: Program) -> ProgramData {
+        ProgramData {
+            n_inputs: p.n_inputs,
+            ops: p.ops().collect(),
+            outputs: p.outputs,
+            guards: p.guards,
+            input_blocks: p.input_blocks,
+            output_blocks: p.output_blocks,
+        }
+    }
+}
+
+#[cfg(feature = "serde")]
 impl TryFrom<ProgramData> for Program {
     type Error = crate::error::Error;
     fn try_from(d: ProgramData) -> Result<Self, Self::Error> {
-        let p = Program {
-            n_inputs: d.n_inputs,
-            ops: d.ops,
-            outputs: d.outputs,
-            guards: d.guards,
-            rules: Vec::new(),
-            defect: None,
-            lowered: Default::default(),
-            registers: Default::default(),
-            #[cfg(feature = "jit")]
-            native: Default::default(),
-            input_blocks: d.input_blocks,
-            output_blocks: d.output_blocks,
-        };
+        // A user-rule index that does not fit the compact form is never a
+        // carried rule (user rules are not serialised).
+        if let Some(rule) = d.ops.iter().find_map(|op| match *op {
+            Op::Custom { rule, .. } if rule >= MAX_RULES as u32 => Some(rule),
+            _ => None,
+        }) {
+            return Err(Error::MissingRule(rule as usize));
+        }
+        let p = Program::from_parts(
+            d.n_inputs,
+            d.ops.iter().map(Instr::of_op).collect(),
+            d.outputs,
+            d.guards,
+            Vec::new(),
+            None,
+            d.input_blocks,
+            d.output_blocks,
+        );
         p.validate()?;
         Ok(p)
     }
 }
 
 impl Program {
+    /// A program from its parts, with empty caches.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn from_parts(
+        n_inputs: usize,
+        code: Vec<Instr>,
+        outputs: Vec<Var>,
+        guards: Vec<Guard>,
+        rules: Vec<CustomRule>,
+        defect: Option<Error>,
+        input_blocks: Vec<usize>,
+        output_blocks: Vec<usize>,
+    ) -> Program {
+        Program {
+            n_inputs,
+            code,
+            outputs,
+            guards,
+            rules,
+            defect,
+            registers: Default::default(),
+            #[cfg(feature = "jit")]
+            native: Default::default(),
+            input_blocks,
+            output_blocks,
+        }
+    }
+
+    /// The same program with other instructions and outputs (guards
+    /// renumbered by the caller), every cache of the old instructions
+    /// dropped.
+    pub(crate) fn with_code(
+        self,
+        code: Vec<Instr>,
+        outputs: Vec<Var>,
+        guards: Vec<Guard>,
+    ) -> Program {
+        Program::from_parts(
+            self.n_inputs,
+            code,
+            outputs,
+            guards,
+            self.rules,
+            self.defect,
+            self.input_blocks,
+            self.output_blocks,
+        )
+    }
+
     /// Checks that the program is well formed: every operand refers to an
     /// earlier instruction, inputs are numbered below
     /// [`Program::n_inputs`] and each appears once, outputs and guards
@@ -379,7 +667,7 @@ impl Program {
     /// assert!(p.validate().is_ok());
     /// ```
     pub fn validate(&self) -> Result<(), crate::error::Error> {
-        let n = self.ops.len();
+        let n = self.code.len();
         // Every input is an instruction, so a larger count is bad data:
         // checked before anything of that size is allocated.
         if self.n_inputs > n {
@@ -389,9 +677,9 @@ impl Program {
             }));
         }
         let mut seen = vec![false; self.n_inputs];
-        for (i, op) in self.ops.iter().enumerate() {
-            match *op {
-                Op::Input(k) => match seen.get_mut(k as usize) {
+        for (i, ins) in self.code.iter().enumerate() {
+            if let Some(k) = ins.as_input() {
+                match seen.get_mut(k as usize) {
                     Some(s) if !*s => *s = true,
                     _ => {
                         return Err(Error::Malformed(Malformation::BadInput {
@@ -399,30 +687,29 @@ impl Program {
                             input: k as usize,
                         }))
                     }
-                },
-                Op::Const(_) => {}
-                Op::Apply { prim, args, .. } => {
-                    if args.len() != prim.arity() {
-                        return Err(Error::Malformed(Malformation::Arity {
-                            instruction: i,
-                            expected: prim.arity(),
-                            got: args.len(),
-                        }));
-                    }
                 }
-                Op::Custom { rule, args } => match self.rules.get(rule as usize) {
-                    None => return Err(Error::MissingRule(rule as usize)),
-                    Some(r) if r.arity() != args.len() => {
+            } else if ins.is_custom() {
+                match self.rules.get(ins.rule as usize) {
+                    None => return Err(Error::MissingRule(ins.rule as usize)),
+                    Some(r) if r.arity() != ins.len as usize => {
                         return Err(Error::Malformed(Malformation::Arity {
                             instruction: i,
                             expected: r.arity(),
-                            got: args.len(),
+                            got: ins.len as usize,
                         }))
                     }
                     Some(_) => {}
-                },
+                }
+            } else if let Some(prim) = ins.prim() {
+                if ins.len as usize != prim.arity() {
+                    return Err(Error::Malformed(Malformation::Arity {
+                        instruction: i,
+                        expected: prim.arity(),
+                        got: ins.len as usize,
+                    }));
+                }
             }
-            if op.operands().iter().any(|o| o.index() >= i) {
+            if ins.operands().iter().any(|o| o.index() >= i) {
                 return Err(Error::Malformed(Malformation::LaterValue {
                     instruction: i,
                 }));
@@ -459,17 +746,35 @@ impl Program {
 
     /// Number of instructions (inputs and constants included).
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.code.len()
     }
 
     /// Whether the program has no instructions.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.code.is_empty()
     }
 
-    /// The instruction stream.
-    pub fn ops(&self) -> &[Op] {
-        &self.ops
+    /// The instruction stream, in order: instruction `i` defines the value
+    /// `Var(i)`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{trace, Op, Prim, Real};
+    ///
+    /// let p = trace(|x| vec![x[0].sin()], &[0.1]).unwrap();
+    /// let ops: Vec<Op> = p.ops().collect();
+    /// assert_eq!(ops[0], Op::Input(0));
+    /// assert_eq!(ops[1].prim(), Some(Prim::Sin));
+    /// ```
+    pub fn ops(&self) -> impl ExactSizeIterator<Item = Op> + DoubleEndedIterator + Clone + '_ {
+        self.code.iter().map(Instr::op)
+    }
+
+    /// Instruction `i` (the definition of `Var(i)`), or `None` past the
+    /// end.
+    pub fn op(&self, i: usize) -> Option<Op> {
+        self.code.get(i).map(Instr::op)
     }
 
     /// The output values, in order.
@@ -503,30 +808,36 @@ impl Program {
 /// structural zero can always be folded away.
 pub(crate) const STRUCTURAL_ZERO: f64 = -0.0;
 
-/// How the builder shares an operation with an equal one pushed before
-/// (common-subexpression elimination).
-enum Key {
-    /// A constant or a well-formed primitive, keyed by its 16-byte compact
-    /// form (the interpreter's; small keys keep the table cache-friendly).
-    Compact(super::eval::Instr),
-    /// A user rule's application.
-    Custom(u32, Args),
-    /// Not shared: an input, or a malformed operation kept as it is for
-    /// [`Builder::finish`] to report.
-    None,
+/// Where the builder looks for an equal instruction pushed before
+/// (common-subexpression elimination), laid out so that a look-up touches
+/// memory near the values it involves.
+///
+/// An instruction with operands is filed under its *anchor*, its latest
+/// operand: the first [`SLOTS`] instructions anchored at a value are
+/// listed beside that value, and only later ones go to a hash table. A
+/// look-up reads the anchor's slots and the few instructions they name,
+/// all recently touched in a transform that walks the program in order
+/// (or in reverse), instead of a random bucket of a table as large as the
+/// program. Constants are shared through their own table: there are few
+/// distinct ones. Every instruction is found again exactly as with one
+/// table; only where the entries live differs.
+#[derive(Debug, Default)]
+struct Cse {
+    /// For each value, the instructions anchored at it (`EMPTY` past the
+    /// last), in the order they were pushed.
+    slots: Vec<[u32; SLOTS]>,
+    /// Anchored instructions beyond the first [`SLOTS`] of their anchor.
+    overflow: FxHashMap<Instr, Var>,
+    /// Constants, by bit pattern.
+    consts: FxHashMap<u64, Var>,
 }
 
-fn key(op: &Op) -> Key {
-    match *op {
-        Op::Input(_) => Key::None,
-        Op::Apply { prim, args, .. } if args.len() != prim.arity() => Key::None,
-        Op::Custom { rule, args } => Key::Custom(rule, args),
-        Op::Const(_) | Op::Apply { .. } => match super::eval::Instr::of(op) {
-            Some(i) => Key::Compact(i),
-            None => Key::None,
-        },
-    }
-}
+/// Instructions listed beside their anchor before the overflow table is
+/// used: most values anchor at most three (measured on the drivers'
+/// derived programs).
+const SLOTS: usize = 3;
+/// An unused slot.
+const EMPTY: u32 = u32::MAX;
 
 /// Builds programs one instruction at a time, folding constants, removing
 /// structural zeros and ones, and sharing common subexpressions.
@@ -565,12 +876,15 @@ fn key(op: &Op) -> Key {
 /// ```
 #[derive(Debug, Default)]
 pub struct Builder {
-    ops: Vec<Op>,
+    code: Vec<Instr>,
     n_inputs: usize,
-    cse: FxHashMap<super::eval::Instr, Var>,
-    cse_custom: FxHashMap<(u32, Args), Var>,
+    cse: Cse,
     guards: Vec<Guard>,
+    /// The guards recorded, to record each once.
+    guard_set: FxHashSet<(u32, u32, Option<Ordering>)>,
     rules: Vec<CustomRule>,
+    /// The index of each registered rule, by [`CustomRule::id`].
+    rule_index: FxHashMap<u64, u32>,
     defect: Option<Error>,
 }
 
@@ -594,28 +908,44 @@ impl Builder {
     }
 
     /// An empty builder with room for about `n` instructions, so that a
-    /// transform of known size does not rehash as it grows.
+    /// transform of known size does not reallocate as it grows (memory
+    /// reserved but never written is not taken from the system).
     pub fn with_capacity(n: usize) -> Self {
         Builder {
-            ops: Vec::with_capacity(n),
-            cse: FxHashMap::with_capacity_and_hasher(n, Default::default()),
+            code: Vec::with_capacity(n),
+            cse: Cse {
+                slots: Vec::with_capacity(n),
+                ..Cse::default()
+            },
             ..Self::default()
         }
     }
 
     /// The instructions pushed so far.
-    pub fn ops(&self) -> &[Op] {
-        &self.ops
+    pub fn ops(&self) -> impl ExactSizeIterator<Item = Op> + DoubleEndedIterator + Clone + '_ {
+        self.code.iter().map(Instr::op)
+    }
+
+    /// The instruction that defines `v`, or `None` if `v` is not (yet) a
+    /// value of this builder.
+    pub fn op(&self, v: Var) -> Option<Op> {
+        self.code.get(v.index()).map(Instr::op)
+    }
+
+    /// The stored instructions pushed so far.
+    #[inline]
+    pub(crate) fn code(&self) -> &[Instr] {
+        &self.code
     }
 
     /// Number of instructions pushed so far.
     pub fn len(&self) -> usize {
-        self.ops.len()
+        self.code.len()
     }
 
     /// Whether no instruction has been pushed.
     pub fn is_empty(&self) -> bool {
-        self.ops.is_empty()
+        self.code.is_empty()
     }
 
     /// Number of inputs declared so far.
@@ -627,62 +957,32 @@ impl Builder {
     pub fn input(&mut self) -> Var {
         let k = self.n_inputs as u32;
         self.n_inputs += 1;
-        self.raw(Op::Input(k))
+        self.raw(Instr::input(k))
     }
 
-    fn raw(&mut self, op: Op) -> Var {
-        let v = Var(self.ops.len() as u32);
-        self.ops.push(op);
+    /// Appends `ins` as it is: no folding, simplification or sharing.
+    #[inline]
+    fn raw(&mut self, ins: Instr) -> Var {
+        let v = Var(self.code.len() as u32);
+        self.code.push(ins);
+        self.cse.slots.push([EMPTY; SLOTS]);
         v
-    }
-
-    /// Appends `op` without folding, simplifying or sharing, only putting
-    /// the operands of `+` and `·` in the builder's canonical order (the
-    /// lower value first; exact, both commute). For passes that copy
-    /// instructions out of a program whose builder already simplified and
-    /// shared them, in the same order, with distinct values mapped to
-    /// distinct values (as [`crate::split_stages`] does): pushing them
-    /// again would find nothing to fold or share, only pay for the
-    /// look-ups. Anything malformed is still reported by
-    /// [`Builder::finish`].
-    pub(crate) fn copy_op(&mut self, op: Op) -> Var {
-        let op = match op {
-            Op::Apply {
-                prim: prim @ (Prim::Add | Prim::Mul),
-                param,
-                args,
-            } if args.len() == 2 && args.as_slice()[0] > args.as_slice()[1] => {
-                let [a, b, _] = args.padded();
-                Op::Apply {
-                    prim,
-                    param,
-                    args: Args::new(&[b, a]).unwrap_or(args),
-                }
-            }
-            other => other,
-        };
-        self.raw(op)
     }
 
     /// `Some(a)` when `v` is `−a`. (`None` for a value not of this
     /// builder; [`Builder::finish`] reports those.)
+    #[inline]
     pub(crate) fn negated(&self, v: Var) -> Option<Var> {
-        match self.ops.get(v.index()) {
-            Some(Op::Apply {
-                prim: Prim::Neg,
-                args,
-                ..
-            }) => Some(args.as_slice()[0]),
+        match self.code.get(v.index()) {
+            Some(ins) if ins.prim() == Some(Prim::Neg) && ins.len == 1 => Some(ins.args[0]),
             _ => None,
         }
     }
 
     /// The constant `v` holds, if it is one.
+    #[inline]
     pub(crate) fn constant_of(&self, v: Var) -> Option<f64> {
-        match self.ops.get(v.index()) {
-            Some(Op::Const(c)) => Some(*c),
-            _ => None,
-        }
+        self.code.get(v.index()).and_then(Instr::as_const)
     }
 
     /// Whether `v` is the constant `−0.0` (a structural zero; the rewrites
@@ -705,7 +1005,12 @@ impl Builder {
 
     /// A constant.
     pub fn constant(&mut self, c: f64) -> Var {
-        self.push(Op::Const(c))
+        let next = Var(self.code.len() as u32);
+        let v = *self.cse.consts.entry(c.to_bits()).or_insert(next);
+        if v == next {
+            self.raw(Instr::constant(c));
+        }
+        v
     }
 
     /// A structural zero: "no dependence" (see the type's docs). It is the
@@ -716,12 +1021,21 @@ impl Builder {
 
     /// Registers a user-defined rule and returns its index in this
     /// builder's rule table (the same rule is registered once).
+    ///
+    /// A table holds at most [`MAX_RULES`] rules: past that the builder
+    /// records [`Error::TooManyRules`], which [`Builder::finish`] returns.
     pub fn register_rule(&mut self, rule: &CustomRule) -> u32 {
-        if let Some(i) = self.rules.iter().position(|r| r.same(rule)) {
-            return i as u32;
+        if let Some(&i) = self.rule_index.get(&rule.id()) {
+            return i;
         }
+        if self.rules.len() >= MAX_RULES {
+            self.poison(Error::TooManyRules { max: MAX_RULES });
+            return MAX_RULES as u32;
+        }
+        let i = self.rules.len() as u32;
         self.rules.push(rule.clone());
-        (self.rules.len() - 1) as u32
+        self.rule_index.insert(rule.id(), i);
+        i
     }
 
     /// The rule table.
@@ -742,22 +1056,57 @@ impl Builder {
     /// and `n_inputs` inputs (what a misbehaving pullback added), so that
     /// the builder stays well formed.
     pub(crate) fn rollback(&mut self, len: usize, n_inputs: usize) {
-        if len > self.ops.len() || n_inputs > self.n_inputs {
+        if len > self.code.len() || n_inputs > self.n_inputs {
             return;
         }
-        self.ops.truncate(len);
+        // Slots are filled in push order, so the entries of removed
+        // instructions are the tail of their anchor's slots.
+        for i in len..self.code.len() {
+            if let Some(&anchor) = self.code[i].operands().iter().max() {
+                if let Some(s) = self.cse.slots.get_mut(anchor.index()) {
+                    for e in s.iter_mut().filter(|e| **e == i as u32) {
+                        *e = EMPTY;
+                    }
+                }
+            }
+        }
+        self.code.truncate(len);
+        self.cse.slots.truncate(len);
         self.n_inputs = n_inputs;
-        self.cse.retain(|_, v| v.index() < len);
-        self.cse_custom.retain(|_, v| v.index() < len);
+        self.cse.overflow.retain(|_, v| v.index() < len);
+        self.cse.consts.retain(|_, v| v.index() < len);
         self.guards
             .retain(|g| g.a.index() < len && g.b.index() < len);
+        self.guard_set
+            .retain(|&(a, b, _)| (a as usize) < len && (b as usize) < len);
+    }
+
+    /// [`Error::Malformed`] for the first application of a user rule with
+    /// the wrong number of operands (the arity check of
+    /// [`Program::validate`], for the rule applications alone).
+    pub(crate) fn custom_arity_error(&self) -> Option<Error> {
+        if self.rules.is_empty() {
+            return None;
+        }
+        self.code.iter().enumerate().find_map(|(i, ins)| {
+            let r = self
+                .rules
+                .get(ins.rule as usize)
+                .filter(|_| ins.is_custom())?;
+            (r.arity() != ins.len as usize).then(|| {
+                Error::Malformed(Malformation::Arity {
+                    instruction: i,
+                    expected: r.arity(),
+                    got: ins.len as usize,
+                })
+            })
+        })
     }
 
     /// Records a guard.
     pub fn guard(&mut self, a: Var, b: Var, ordering: Option<Ordering>) {
-        let g = Guard { a, b, ordering };
-        if !self.guards.contains(&g) {
-            self.guards.push(g);
+        if self.guard_set.insert((a.0, b.0, ordering)) {
+            self.guards.push(Guard { a, b, ordering });
         }
     }
 
@@ -766,44 +1115,108 @@ impl Builder {
     ///
     /// A malformed operation (an operand that is not a value of this
     /// builder, the wrong number of operands, an unregistered rule) is
-    /// recorded as it is, and [`Builder::finish`] reports it.
+    /// recorded as it is, and [`Builder::finish`] reports it (a rule index
+    /// of [`MAX_RULES`] or more, never a registered one, as
+    /// [`Error::MissingRule`]`(MAX_RULES)`).
     pub fn push(&mut self, op: Op) -> Var {
-        if let Op::Apply { prim, param, args } = op {
-            let x = args.as_slice();
-            let well_formed =
-                x.len() == prim.arity() && x.iter().all(|v| v.index() < self.ops.len());
-            if well_formed {
-                // Constant folding (user rules are never folded: their value
-                // may use the drivers, and is computed where tracing can
-                // re-enter).
-                let mut vals = [0.0; MAX_ARITY];
-                let mut all_const = true;
-                for (slot, v) in vals.iter_mut().zip(x) {
-                    match self.constant_of(*v) {
-                        Some(c) => *slot = c,
-                        None => all_const = false,
-                    }
-                }
-                if all_const {
-                    let value = prim.value(&vals[..x.len()], param);
-                    return self.constant(value);
-                }
-                if let Some(v) = prim.simplify(self, x, param) {
-                    return v;
+        self.push_instr(Instr::of_op(&op))
+    }
+
+    /// [`Builder::push`] of the stored form.
+    #[inline]
+    pub(crate) fn push_instr(&mut self, ins: Instr) -> Var {
+        if ins.is_const() {
+            return self.constant(ins.const_bits());
+        }
+        if ins.is_input() {
+            // Inputs are declared with `input`; `finish` reports this one.
+            return self.raw(ins);
+        }
+        let x = ins.operands();
+        let well_formed = x.len() == ins.len as usize
+            && x.iter().all(|v| v.index() < self.code.len())
+            && match ins.prim() {
+                Some(prim) => x.len() == prim.arity(),
+                None => !x.is_empty(),
+            };
+        if !well_formed {
+            return self.raw(ins);
+        }
+        if let Some(prim) = ins.prim() {
+            let param = ins.param();
+            // Constant folding (user rules are never folded: their value
+            // may use the drivers, and is computed where tracing can
+            // re-enter).
+            let mut vals = [0.0; MAX_ARITY];
+            let mut all_const = true;
+            for (slot, v) in vals.iter_mut().zip(x) {
+                match self.code[v.index()].as_const() {
+                    Some(c) => *slot = c,
+                    None => all_const = false,
                 }
             }
+            if all_const {
+                let value = prim.value(&vals[..x.len()], param);
+                return self.constant(value);
+            }
+            let args = ins.args;
+            if let Some(v) = prim.simplify(self, &args[..x.len()], param) {
+                return v;
+            }
         }
-        let next = Var(self.ops.len() as u32);
-        let slot = match key(&op) {
-            Key::Compact(k) => self.cse.entry(k).or_insert(next),
-            Key::Custom(r, a) => self.cse_custom.entry((r, a)).or_insert(next),
-            Key::None => return self.raw(op),
-        };
-        let v = *slot;
-        if v == next {
-            self.ops.push(op);
+        self.share(ins)
+    }
+
+    /// The value of an instruction equal to `ins` pushed before, or `ins`
+    /// appended as a new one. `ins` has operands, all values of this
+    /// builder.
+    #[inline]
+    fn share(&mut self, ins: Instr) -> Var {
+        let next = self.code.len() as u32;
+        let anchor = ins.operands().iter().max().map_or(0, |v| v.index());
+        let Cse {
+            slots, overflow, ..
+        } = &mut self.cse;
+        for e in slots[anchor].iter_mut() {
+            if *e == EMPTY {
+                *e = next;
+                return self.raw(ins);
+            }
+            if self.code[*e as usize] == ins {
+                return Var(*e);
+            }
+        }
+        let v = *overflow.entry(ins).or_insert(Var(next));
+        if v.0 == next {
+            self.raw(ins);
         }
         v
+    }
+
+    /// Appends an instruction copied from a program that its own builder
+    /// already simplified and shared, with operands renamed to values of
+    /// this builder: it is shared with an equal one pushed before, but not
+    /// simplified again (a rewrite found nothing there, and finds nothing
+    /// under a renaming that keeps distinct values distinct, as copying a
+    /// program's instructions in order onto values that are not constants
+    /// does; the operands of `+` and `·` are put in canonical order).
+    /// Constants are shared; anything malformed is kept for
+    /// [`Builder::finish`] to report.
+    #[inline]
+    pub(crate) fn copy_instr(&mut self, ins: Instr) -> Var {
+        let ins = ins.canonical();
+        if ins.is_const() {
+            return self.constant(ins.const_bits());
+        }
+        let x = ins.operands();
+        if ins.is_input()
+            || x.is_empty()
+            || x.len() != ins.len as usize
+            || x.iter().any(|v| v.index() >= self.code.len())
+        {
+            return self.raw(ins);
+        }
+        self.share(ins)
     }
 
     /// Applies a built-in primitive with integer attribute `param` (0 where
@@ -811,19 +1224,9 @@ impl Builder {
     ///
     /// More than [`MAX_ARITY`] operands, or a number the primitive does not
     /// take, is reported by [`Builder::finish`].
+    #[inline]
     pub fn apply(&mut self, prim: Prim, param: i32, x: &[Var]) -> Var {
-        match Args::new(x) {
-            Some(args) => self.push(Op::Apply { prim, param, args }),
-            None => {
-                // Recorded with no operands: the arity check of `finish`
-                // reports it.
-                self.raw(Op::Apply {
-                    prim,
-                    param,
-                    args: Args::EMPTY,
-                })
-            }
-        }
+        self.push_instr(Instr::apply(prim, param, x))
     }
 
     builder_prims! {
@@ -883,15 +1286,12 @@ impl Builder {
     /// rule's [`Rule::arity`](crate::Rule::arity)).
     pub fn custom(&mut self, rule: &CustomRule, x: &[Var]) -> Var {
         let r = self.register_rule(rule);
-        match Args::new(x) {
-            Some(args) => self.push(Op::Custom { rule: r, args }),
-            // Recorded with no operands: the arity check of `finish`
-            // reports it.
-            None => self.raw(Op::Custom {
-                rule: r,
-                args: Args::EMPTY,
-            }),
+        let ins = Instr::custom(u16::try_from(r).unwrap_or(u16::MAX), x);
+        if x.len() > MAX_ARITY {
+            // The arity check of `finish` reports it.
+            return self.raw(ins);
         }
+        self.push_instr(ins)
     }
 
     /// Finishes the program with the given outputs, as one input block and
@@ -904,9 +1304,10 @@ impl Builder {
     /// pushed as [`Op::Input`] instead of declared with [`Builder::input`],
     /// or a primitive or rule given the wrong number of operands;
     /// [`crate::Error::MissingRule`] for an [`Op::Custom`] pushed with a rule
-    /// index this builder never registered. A value of another builder whose
-    /// index happens to exist here cannot be told apart: keep each builder's
-    /// values to itself.
+    /// index this builder never registered;
+    /// [`crate::Error::TooManyRules`] past [`MAX_RULES`] rules. A value of
+    /// another builder whose index happens to exist here cannot be told
+    /// apart: keep each builder's values to itself.
     pub fn finish(mut self, outputs: &[Var]) -> Result<Program, crate::error::Error> {
         if let Some(e) = self.defect.take() {
             return Err(e);
@@ -933,19 +1334,17 @@ impl Builder {
     ) -> Program {
         debug_assert_eq!(input_blocks.iter().sum::<usize>(), self.n_inputs);
         debug_assert_eq!(output_blocks.iter().sum::<usize>(), outputs.len());
-        Program {
-            n_inputs: self.n_inputs,
-            ops: self.ops,
-            outputs: outputs.to_vec(),
-            guards: self.guards,
-            rules: self.rules,
-            defect: self.defect,
-            lowered: Default::default(),
-            registers: Default::default(),
-            #[cfg(feature = "jit")]
-            native: Default::default(),
+        // The sharing tables go first, before the program is handed on.
+        drop(self.cse);
+        Program::from_parts(
+            self.n_inputs,
+            self.code,
+            outputs.to_vec(),
+            self.guards,
+            self.rules,
+            self.defect,
             input_blocks,
             output_blocks,
-        }
+        )
     }
 }

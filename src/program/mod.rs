@@ -13,8 +13,9 @@ pub(crate) mod staging;
 pub(crate) mod trace;
 
 pub use eval::Workspace;
-pub use ir::{Args, Builder, Guard, Op, Program, Var, MAX_ARITY};
-pub(crate) use passes::Seed;
+pub use ir::{Args, Builder, Guard, Op, Program, Var, MAX_ARITY, MAX_RULES};
+pub(crate) use ir::{Instr, OptVar};
+pub(crate) use passes::{live_from, Seed};
 pub use registers::Registers;
 pub use staging::{split_stages, Stage, Staged, StagedWorkspace};
 pub use trace::{trace, Tracer};

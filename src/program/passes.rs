@@ -1,23 +1,55 @@
 //! Passes over programs: dead-code elimination, specialisation (partial
 //! evaluation with folding and CSE), block permutation and composition.
 
-use super::ir::{Builder, Op, Program, Var};
+use super::ir::{Builder, Guard, Instr, Program, Var};
 use crate::error::{Error, Result};
-use crate::rules::Prim;
 
 impl Program {
     /// Copies `self` into `b`, mapping input `k` to `inputs[k]`; returns the
     /// value map (old instruction index → new value). Guards are copied.
+    ///
+    /// Every instruction is pushed again (folded, simplified, shared), as
+    /// it must be where an input becomes a constant. Where every input is
+    /// a value that is not a constant, [`Program::copy_into`] gives the same
+    /// values for less.
     pub(crate) fn inline_into(&self, b: &mut Builder, inputs: &[Var]) -> Vec<Var> {
+        self.inline_with(b, inputs, Builder::push_instr)
+    }
+
+    /// [`Program::inline_into`] for inputs that are not constants (fresh
+    /// inputs of `b`, or values computed there): the instructions were
+    /// simplified by the builder that made `self`, so they are only shared
+    /// with equal ones of `b` ([`Builder::copy_instr`]), not simplified
+    /// again.
+    pub(crate) fn copy_into(&self, b: &mut Builder, inputs: &[Var]) -> Vec<Var> {
+        self.inline_with(b, inputs, Builder::copy_instr)
+    }
+
+    fn inline_with(
+        &self,
+        b: &mut Builder,
+        inputs: &[Var],
+        mut push: impl FnMut(&mut Builder, Instr) -> Var,
+    ) -> Vec<Var> {
         if let Some(e) = &self.defect {
             b.poison(e.clone());
         }
-        let rule_ids: Vec<u32> = self.rules.iter().map(|r| b.register_rule(r)).collect();
-        let mut map: Vec<Var> = Vec::with_capacity(self.ops.len());
-        for op in &self.ops {
-            let v = match *op {
-                Op::Input(k) => inputs[k as usize],
-                ref other => b.push(other.rebuilt(&rule_ids, |o| map[o.index()])),
+        let rule_ids: Vec<u16> = self
+            .rules
+            .iter()
+            .map(|r| u16::try_from(b.register_rule(r)).unwrap_or(u16::MAX))
+            .collect();
+        let mut map: Vec<Var> = Vec::with_capacity(self.code.len());
+        for ins in &self.code {
+            let v = match ins.as_input() {
+                Some(k) => inputs[k as usize],
+                None => {
+                    let mut new = ins.map_operands(|o| map[o.index()]);
+                    if new.is_custom() {
+                        new.rule = rule_ids.get(new.rule as usize).copied().unwrap_or(u16::MAX);
+                    }
+                    push(b, new)
+                }
             };
             map.push(v);
         }
@@ -43,39 +75,55 @@ impl Program {
     /// assert_eq!(p.len(), 2);
     /// ```
     pub fn dce(&self) -> Program {
-        let n = self.ops.len();
-        let mut live = vec![false; n];
-        for v in &self.outputs {
-            live[v.index()] = true;
+        self.clone().into_dce()
+    }
+
+    /// [`Program::dce`] of a program that is no longer needed: nothing is
+    /// copied when nothing is dead, and the instructions are compacted in
+    /// place otherwise.
+    pub(crate) fn into_dce(self) -> Program {
+        let live = self.live();
+        if live.iter().all(|&l| l) {
+            return self;
         }
-        for g in &self.guards {
-            live[g.a.index()] = true;
-            live[g.b.index()] = true;
-        }
-        for i in (0..n).rev() {
-            if live[i] || matches!(self.ops[i], Op::Input(_)) {
-                live[i] = true;
-                for o in self.ops[i].operands().iter() {
-                    live[o.index()] = true;
-                }
-            }
-        }
-        let mut map = vec![Var(0); n];
-        let mut ops = Vec::with_capacity(n);
-        for i in 0..n {
+        let mut code = self.code;
+        let mut map = vec![Var(0); code.len()];
+        let mut next = 0usize;
+        for i in 0..code.len() {
             if live[i] {
-                map[i] = Var(ops.len() as u32);
-                ops.push(self.ops[i].map_operands(|o| map[o.index()]));
+                map[i] = Var(next as u32);
+                code[next] = code[i].map_operands(|o| map[o.index()]);
+                next += 1;
             }
         }
-        let mut p = self.clone();
-        p.ops = ops;
-        p.outputs = self.outputs.iter().map(|v| map[v.index()]).collect();
-        for g in &mut p.guards {
-            g.a = map[g.a.index()];
-            g.b = map[g.b.index()];
+        code.truncate(next);
+        code.shrink_to_fit();
+        let outputs = self.outputs.iter().map(|v| map[v.index()]).collect();
+        let guards = renumber_guards(&self.guards, &map);
+        Program::from_parts(
+            self.n_inputs,
+            code,
+            outputs,
+            guards,
+            self.rules,
+            self.defect,
+            self.input_blocks,
+            self.output_blocks,
+        )
+    }
+
+    /// Which instructions an output or a guard needs; inputs are always
+    /// live.
+    pub(crate) fn live(&self) -> Vec<bool> {
+        let roots = self
+            .outputs
+            .iter()
+            .chain(self.guards.iter().flat_map(|g| [&g.a, &g.b]));
+        let mut live = live_from(&self.code, roots);
+        for (l, ins) in live.iter_mut().zip(&self.code) {
+            *l |= ins.is_input();
         }
-        p
+        live
     }
 
     /// Partial evaluation: input `k` becomes the constant `c` where
@@ -133,9 +181,9 @@ impl Program {
             p.outputs = keep.iter().map(|&k| self.outputs[k]).collect();
             p.input_blocks = vec![self.n_inputs];
             p.output_blocks = vec![keep.len()];
-            return Ok(p.dce());
+            return Ok(p.into_dce());
         }
-        let mut b = Builder::with_capacity(self.ops.len());
+        let mut b = Builder::with_capacity(self.code.len());
         let inputs: Vec<Var> = fixed
             .iter()
             .map(|f| match *f {
@@ -146,7 +194,7 @@ impl Program {
             .collect();
         let map = self.inline_into(&mut b, &inputs);
         let outs: Vec<Var> = keep.iter().map(|&k| map[self.outputs[k].index()]).collect();
-        Ok(b.finish_unchecked(&outs).dce())
+        Ok(b.finish_unchecked(&outs).into_dce())
     }
 
     /// Reorders the input and output blocks: new input block `j` is old
@@ -214,9 +262,14 @@ impl Program {
             );
         }
         let mut p = self.clone();
-        for op in &mut p.ops {
-            if let Op::Input(k) = op {
-                *k = new_index[*k as usize];
+        p.registers = Default::default();
+        #[cfg(feature = "jit")]
+        {
+            p.native = Default::default();
+        }
+        for ins in &mut p.code {
+            if let Some(k) = ins.as_input() {
+                *ins = Instr::input(new_index[k as usize]);
             }
         }
         p.outputs = outputs;
@@ -251,7 +304,7 @@ impl Program {
                 got: self.outputs.len(),
             });
         }
-        let mut b = Builder::with_capacity(self.ops.len() + next.ops.len());
+        let mut b = Builder::with_capacity(self.code.len() + next.code.len());
         let inputs: Vec<Var> = (0..self.n_inputs).map(|_| b.input()).collect();
         let m1 = self.inline_into(&mut b, &inputs);
         let mid: Vec<Var> = self.outputs.iter().map(|v| m1[v.index()]).collect();
@@ -264,36 +317,40 @@ impl Program {
     /// constant `−0.0`, see [`Builder`]) returning `+0.0` instead: what the
     /// drivers hand to users, for whom "no dependence" is the number 0.
     pub(crate) fn positive_zero_outputs(mut self) -> Program {
-        let is_structural = |op: &Op| matches!(op, Op::Const(c) if c.to_bits() == super::ir::STRUCTURAL_ZERO.to_bits());
+        let is_structural = |ins: &Instr| {
+            ins.as_const()
+                .is_some_and(|c| c.to_bits() == super::ir::STRUCTURAL_ZERO.to_bits())
+        };
         if !self
             .outputs
             .iter()
-            .any(|o| is_structural(&self.ops[o.index()]))
+            .any(|o| is_structural(&self.code[o.index()]))
         {
             return self;
         }
-        let zero = Var(self.ops.len() as u32);
-        self.ops.push(Op::Const(0.0));
+        // A `+0.0` of the program's own, or a new one at the end.
+        let zero = match self.code.iter().position(|ins| {
+            ins.as_const()
+                .is_some_and(|c| c.to_bits() == 0.0f64.to_bits())
+        }) {
+            Some(i) => Var(i as u32),
+            None => {
+                self.code.push(Instr::constant(0.0));
+                Var(self.code.len() as u32 - 1)
+            }
+        };
         // Every cache of the old instructions goes.
-        self.lowered = Default::default();
         self.registers = Default::default();
         #[cfg(feature = "jit")]
         {
             self.native = Default::default();
         }
         for o in &mut self.outputs {
-            if is_structural(&self.ops[o.index()]) {
+            if is_structural(&self.code[o.index()]) {
                 *o = zero;
             }
         }
         self
-    }
-
-    /// The positions of output block `j` among the outputs; `None` if there
-    /// is no such block.
-    pub(crate) fn output_range(&self, j: usize) -> Option<std::ops::Range<usize>> {
-        let start = self.output_blocks.get(..j)?.iter().sum::<usize>();
-        Some(start..start + *self.output_blocks.get(j)?)
     }
 
     /// The same program with all inputs as one block and all outputs as one
@@ -323,59 +380,177 @@ impl Program {
     /// assert_eq!(q.eval(&[0.3, 0.4]).unwrap(), p.eval(&[0.3, 0.4]).unwrap());
     /// ```
     pub fn schedule(&self) -> Program {
-        let n = self.ops.len();
-        let mut level = vec![0u32; n];
-        for (i, op) in self.ops.iter().enumerate() {
-            level[i] = op
+        let live = vec![true; self.code.len()];
+        self.clone().scheduled(&live)
+    }
+
+    /// [`Program::schedule`] of a program that is no longer needed, with
+    /// dead instructions dropped on the way (one pass for both).
+    pub(crate) fn into_schedule(self) -> Program {
+        let live = self.live();
+        self.scheduled(&live)
+    }
+
+    /// The `live` instructions in the order of [`Program::schedule`].
+    fn scheduled(self, live: &[bool]) -> Program {
+        let order = schedule_order(&self.code, live);
+        let mut new_of = vec![Var(0); self.code.len()];
+        for (new, &old) in order.iter().enumerate() {
+            new_of[old as usize] = Var(new as u32);
+        }
+        let code = order
+            .iter()
+            .map(|&old| self.code[old as usize].map_operands(|o| new_of[o.index()]))
+            .collect();
+        let outputs = self.outputs.iter().map(|v| new_of[v.index()]).collect();
+        let guards = renumber_guards(&self.guards, &new_of);
+        self.with_code(code, outputs, guards)
+    }
+}
+
+/// Which of the instructions `code` the values `roots` need, themselves
+/// included: one pass in reverse order.
+pub(crate) fn live_from<'a>(code: &[Instr], roots: impl IntoIterator<Item = &'a Var>) -> Vec<bool> {
+    let mut live = vec![false; code.len()];
+    for v in roots {
+        if let Some(l) = live.get_mut(v.index()) {
+            *l = true;
+        }
+    }
+    for i in (0..code.len()).rev() {
+        if live[i] {
+            for o in code[i].operands() {
+                live[o.index()] = true;
+            }
+        }
+    }
+    live
+}
+
+/// The guards with their operands renumbered by `map`.
+fn renumber_guards(guards: &[Guard], map: &[Var]) -> Vec<Guard> {
+    guards
+        .iter()
+        .map(|g| Guard {
+            a: map[g.a.index()],
+            b: map[g.b.index()],
+            ordering: g.ordering,
+        })
+        .collect()
+}
+
+/// The order [`Program::schedule`] puts the live instructions of `code` in
+/// (old indices): window by window ([`SCHEDULE_WINDOW`]), see
+/// [`WindowSorter`].
+pub(crate) fn schedule_order(code: &[Instr], live: &[bool]) -> Vec<u32> {
+    let mut items: Vec<u32> = (0..code.len() as u32)
+        .filter(|&i| live[i as usize])
+        .collect();
+    let mut sorter = WindowSorter::default();
+    for window in items.chunks_mut(SCHEDULE_WINDOW) {
+        sorter.sort(code, window, |_| true);
+    }
+    items
+}
+
+/// How many consecutive instructions [`Program::schedule`] reorders among
+/// themselves: enough for long runs of one operation, few enough that the
+/// values a window computes stay in cache (sorting a whole long program
+/// by level would compute every element's first step, then every
+/// element's second, keeping all of them alive at once).
+pub(crate) const SCHEDULE_WINDOW: usize = 4096;
+
+/// Sorts one window of a stage's instructions for the interpreter, as
+/// [`Program::schedule`] orders a program: by dependency level, and by
+/// operation within a level, stable in program order. An instruction is
+/// one level above the highest of its operands in the same window;
+/// operands outside it (earlier windows, earlier stages, inputs,
+/// constants) count as level 0, so every instruction still follows its
+/// operands. Two stable counting sorts on keys computed once per window
+/// (a least-significant-digit radix sort), in buffers reused from window
+/// to window.
+#[derive(Default)]
+pub(crate) struct WindowSorter {
+    /// Level of each index of the window's range, by offset from its first.
+    level: Vec<u32>,
+    /// (level, operation, instruction) of each window entry.
+    keys: Vec<(u32, u32, u32)>,
+    tmp: Vec<(u32, u32, u32)>,
+    start: Vec<u32>,
+}
+
+impl WindowSorter {
+    /// Sorts `window` (indices into `code`, increasing); `same(o)` tells
+    /// whether value `o` belongs to the stage being built.
+    pub(crate) fn sort(
+        &mut self,
+        code: &[Instr],
+        window: &mut [u32],
+        same: impl Fn(usize) -> bool,
+    ) {
+        let (Some(&first), Some(&last)) = (window.first(), window.last()) else {
+            return;
+        };
+        let first = first as usize;
+        self.level.clear();
+        self.level.resize(last as usize - first + 1, 0);
+        self.keys.clear();
+        let (mut max_level, mut max_kind) = (0, 0);
+        for &i in window.iter() {
+            let ins = &code[i as usize];
+            let l = 1 + ins
                 .operands()
                 .iter()
-                .map(|o| level[o.index()] + 1)
+                .filter(|o| o.index() >= first && same(o.index()))
+                .map(|o| self.level[o.index() - first])
                 .max()
                 .unwrap_or(0);
+            self.level[i as usize - first] = l;
+            let k = kind(ins);
+            max_level = max_level.max(l);
+            max_kind = max_kind.max(k);
+            self.keys.push((l, k, i));
         }
-        // Group by operation: inputs, constants, user rules, then each
-        // primitive by its ordinal.
-        const KINDS: usize = 3 + Prim::ORDINALS;
-        let kind = |op: &Op| -> usize {
-            match op {
-                Op::Input(_) => 0,
-                Op::Const(_) => 1,
-                Op::Custom { .. } => 2,
-                Op::Apply { prim, .. } => 3 + prim.ordinal(),
-            }
-        };
-        // Counting sort on (level, operation), stable in the old order: linear
-        // time, so scheduling costs about one pass over the program.
-        let max_level = level.iter().copied().max().unwrap_or(0) as usize;
-        let key = |i: usize| level[i] as usize * KINDS + kind(&self.ops[i]);
-        let mut start = vec![0usize; (max_level + 1) * KINDS + 1];
-        for i in 0..n {
-            start[key(i) + 1] += 1;
+        self.tmp.clear();
+        self.tmp.resize(window.len(), (0, 0, 0));
+        counting_sort(&self.keys, &mut self.tmp, &mut self.start, max_kind, |e| {
+            e.1
+        });
+        counting_sort(&self.tmp, &mut self.keys, &mut self.start, max_level, |e| {
+            e.0
+        });
+        for (w, e) in window.iter_mut().zip(&self.keys) {
+            *w = e.2;
         }
-        for b in 1..start.len() {
-            start[b] += start[b - 1];
-        }
-        let mut order = vec![0usize; n];
-        for i in 0..n {
-            let k = key(i);
-            order[start[k]] = i;
-            start[k] += 1;
-        }
-        let mut new_of = vec![Var(0); n];
-        for (new, &old) in order.iter().enumerate() {
-            new_of[old] = Var(new as u32);
-        }
-        let mut p = self.clone();
-        p.ops = order
-            .iter()
-            .map(|&old| self.ops[old].map_operands(|o| new_of[o.index()]))
-            .collect();
-        p.outputs = self.outputs.iter().map(|v| new_of[v.index()]).collect();
-        for g in &mut p.guards {
-            g.a = new_of[g.a.index()];
-            g.b = new_of[g.b.index()];
-        }
-        p
+    }
+}
+
+/// The scheduling class of an instruction: inputs, constants, user rules,
+/// then each primitive by its opcode.
+fn kind(ins: &Instr) -> u32 {
+    u32::from(ins.code)
+}
+
+/// A stable counting sort of `from` into `to` by `key` (at most `max`).
+fn counting_sort<T: Copy>(
+    from: &[T],
+    to: &mut [T],
+    start: &mut Vec<u32>,
+    max: u32,
+    key: impl Fn(&T) -> u32,
+) {
+    start.clear();
+    start.resize(max as usize + 2, 0);
+    for e in from {
+        start[key(e) as usize + 1] += 1;
+    }
+    for k in 1..start.len() {
+        start[k] += start[k - 1];
+    }
+    for e in from {
+        let k = key(e) as usize;
+        to[start[k] as usize] = *e;
+        start[k] += 1;
     }
 }
 

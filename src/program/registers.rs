@@ -31,7 +31,7 @@
 //! and the compiler may commute the operands of `+` and `·`.
 
 use super::eval::check_guard_operands;
-use super::ir::{Op, Program, Var};
+use super::ir::{Instr, Op, Program, Var};
 use crate::error::Result;
 use crate::rules::Prim;
 
@@ -172,16 +172,13 @@ struct Pending {
 }
 
 /// The constant a value is, if it is one.
-fn constant(ops: &[Op], v: Var) -> Option<f64> {
-    match ops.get(v.index()) {
-        Some(Op::Const(c)) => Some(*c),
-        _ => None,
-    }
+fn constant(ops: &[Instr], v: Var) -> Option<f64> {
+    ops.get(v.index()).and_then(Instr::as_const)
 }
 
 /// Whether `prim` takes a constant operand as an immediate (the four
 /// arithmetic operations), given its operands.
-fn takes_immediate(ops: &[Op], prim: Prim, args: &[Var]) -> Option<usize> {
+fn takes_immediate(ops: &[Instr], prim: Prim, args: &[Var]) -> Option<usize> {
     if !matches!(prim, Prim::Add | Prim::Sub | Prim::Mul | Prim::Div) || args.len() != 2 {
         return None;
     }
@@ -195,7 +192,7 @@ fn takes_immediate(ops: &[Op], prim: Prim, args: &[Var]) -> Option<usize> {
 impl Program {
     /// Lowers the program to register code.
     fn lower_to_registers(&self) -> RegisterCode {
-        let ops = &self.ops;
+        let ops = &self.code;
         let n = ops.len();
         // How often each value is read, and by whom last.
         let mut uses = vec![0u32; n];
@@ -219,10 +216,10 @@ impl Program {
         let mut immediate_uses = vec![0u32; n];
         let mut fused_into = vec![u32::MAX; n];
         for (i, op) in ops.iter().enumerate() {
-            let Op::Apply { prim, args, .. } = *op else {
+            let Some(prim) = op.prim() else {
                 continue;
             };
-            let args = args.as_slice();
+            let args = op.operands();
             if let Some(j) = takes_immediate(ops, prim, args) {
                 immediate_uses[args[j].index()] += 1;
                 continue;
@@ -231,10 +228,12 @@ impl Program {
                 // Fuse one operand that is a product read only here.
                 let fusable = |v: Var| {
                     let k = v.index();
-                    matches!(ops[k], Op::Apply { prim: Prim::Mul, args: a, .. }
-                        if takes_immediate(ops, Prim::Mul, a.as_slice()).is_none()
-                            && constant(ops, a.as_slice()[0]).is_none()
-                            && constant(ops, a.as_slice()[1]).is_none())
+                    let a = ops[k].operands();
+                    ops[k].prim() == Some(Prim::Mul)
+                        && a.len() == 2
+                        && takes_immediate(ops, Prim::Mul, a).is_none()
+                        && constant(ops, a[0]).is_none()
+                        && constant(ops, a[1]).is_none()
                         && uses[k] == 1
                         && !pinned[k]
                         && fused_into[k] == u32::MAX
@@ -247,7 +246,7 @@ impl Program {
             }
         }
         for (i, op) in ops.iter().enumerate() {
-            if let Op::Const(_) = op {
+            if op.is_const() {
                 role[i] = if immediate_uses[i] == uses[i] && !pinned[i] {
                     Role::Immediate
                 } else {
@@ -275,7 +274,7 @@ impl Program {
                     n_operands: operands.len() as u8,
                 });
             };
-            match *op {
+            match op.op() {
                 Op::Input(k) => p(Ins::Input { dst, k }, &[]),
                 Op::Const(_) => {}
                 Op::Custom { rule, args } => {
@@ -307,10 +306,8 @@ impl Program {
                         continue;
                     }
                     let fused = a.iter().position(|v| fused_into[v.index()] == i as u32);
-                    if let Some((j, Op::Apply { args: m, .. })) =
-                        fused.map(|j| (j, ops[a[j].index()]))
-                    {
-                        let (x, y) = (reg(m.as_slice()[0]), reg(m.as_slice()[1]));
+                    if let Some((j, m)) = fused.map(|j| (j, ops[a[j].index()].operands())) {
+                        let (x, y) = (reg(m[0]), reg(m[1]));
                         let c = reg(a[1 - j]);
                         let ins = match (prim, j) {
                             (Prim::Add, 0) => Ins::MulAdd { dst, a: x, b: y, c },
@@ -321,7 +318,11 @@ impl Program {
                         p(ins, &[x, y, c]);
                         continue;
                     }
-                    let o: Vec<u32> = a.iter().map(|&v| reg(v)).collect();
+                    let mut o = [0u32; 3];
+                    for (slot, &v) in o.iter_mut().zip(a) {
+                        *slot = reg(v);
+                    }
+                    let o = &o[..a.len().min(3)];
                     let ins = match (prim, o.len()) {
                         (Prim::Add, 2) => Ins::Add {
                             dst,
@@ -365,7 +366,7 @@ impl Program {
                             prim,
                         },
                     };
-                    p(ins, &o);
+                    p(ins, o);
                 }
             }
         }
@@ -393,9 +394,9 @@ impl Program {
         let mut n_regs = 0u32;
         let mut consts = Vec::new();
         for (i, op) in ops.iter().enumerate() {
-            if let (Op::Const(c), Role::ConstRegister) = (op, role[i]) {
+            if let (Some(c), Role::ConstRegister) = (op.as_const(), role[i]) {
                 map[i] = n_regs;
-                consts.push((n_regs, *c));
+                consts.push((n_regs, c));
                 n_regs += 1;
             }
         }

@@ -4,8 +4,10 @@
 //! stage boundary are the residuals (K. Fischer, "∂P.jl terminology and
 //! notation guide", §I).
 
+use super::ir::{Guard, Instr};
+use super::passes::{WindowSorter, SCHEDULE_WINDOW};
 use super::registers::{LaneRegisters, LANES};
-use super::{Builder, Op, Program, Registers, Var};
+use super::{Program, Registers, Var};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -72,6 +74,19 @@ pub fn split_stages(
     output_stage: &[usize],
     n_stages: usize,
 ) -> Result<Vec<Stage>> {
+    split(p, input_stage, output_stage, n_stages, false)
+}
+
+/// [`split_stages`], each stage's instructions in the order of
+/// [`Program::schedule`] when `schedule` is set. Dead instructions are
+/// dropped on the way: one pass over the program builds every stage.
+pub(crate) fn split(
+    p: &Program,
+    input_stage: &[usize],
+    output_stage: &[usize],
+    n_stages: usize,
+    schedule: bool,
+) -> Result<Vec<Stage>> {
     if input_stage.len() != p.input_blocks.len() || output_stage.len() != p.output_blocks.len() {
         let (what, expected, got) = if input_stage.len() != p.input_blocks.len() {
             (
@@ -103,159 +118,163 @@ pub fn split_stages(
             len: n_stages,
         });
     }
-    let scalar_stage = |blocks: &[usize], stages: &[usize]| -> (Vec<usize>, Vec<usize>) {
+    let scalar_stage = |blocks: &[usize], stages: &[usize]| -> Vec<u32> {
         let mut s = Vec::new();
-        let mut blk = Vec::new();
-        for (i, (&w, &st)) in blocks.iter().zip(stages).enumerate() {
-            s.extend(std::iter::repeat_n(st, w));
-            blk.extend(std::iter::repeat_n(i, w));
+        for (&w, &st) in blocks.iter().zip(stages) {
+            s.extend(std::iter::repeat_n(st as u32, w));
         }
-        (s, blk)
+        s
     };
-    let (in_stage, in_block) = scalar_stage(&p.input_blocks, input_stage);
-    let (out_stage, out_block) = scalar_stage(&p.output_blocks, output_stage);
-    let n = p.ops.len();
-    let is_const = |i: usize| matches!(p.ops[i], Op::Const(_));
-    // Stage of each value, and for diagnostics the latest input block it
-    // depends on.
-    let mut stage = vec![0usize; n];
-    let mut src_block: Vec<Option<usize>> = vec![None; n];
-    for (i, op) in p.ops.iter().enumerate() {
-        match *op {
-            Op::Input(k) => {
-                stage[i] = in_stage[k as usize];
-                src_block[i] = Some(in_block[k as usize]);
+    let in_stage = scalar_stage(&p.input_blocks, input_stage);
+    let out_stage = scalar_stage(&p.output_blocks, output_stage);
+    let code = &p.code;
+    let n = code.len();
+    let live = p.live();
+    // One pass in program order: the stage of each live value (the first
+    // where all its operands are available; constants are re-created where
+    // they are used, so they count as available at stage 0), the latest
+    // stage that reads each value, and each stage's instructions.
+    let mut stage = vec![0u32; n];
+    let mut last_use = vec![0u32; n];
+    let mut input_at = vec![0usize; p.n_inputs];
+    let mut items: Vec<Vec<u32>> = vec![Vec::new(); n_stages];
+    for (i, ins) in code.iter().enumerate() {
+        if let Some(k) = ins.as_input() {
+            stage[i] = in_stage[k as usize];
+            last_use[i] = stage[i];
+            input_at[k as usize] = i;
+        } else if live[i] && !ins.is_const() {
+            let ops = ins.operands();
+            let s = ops.iter().map(|o| stage[o.index()]).max().unwrap_or(0);
+            stage[i] = s;
+            last_use[i] = s;
+            for o in ops {
+                let u = &mut last_use[o.index()];
+                *u = (*u).max(s);
             }
-            Op::Const(_) => {}
-            _ => {
-                for &o in op.operands() {
-                    if stage[o.index()] >= stage[i] {
-                        stage[i] = stage[o.index()];
-                        src_block[i] = src_block[o.index()].or(src_block[i]);
-                    }
-                }
-            }
+            items[s as usize].push(i as u32);
         }
     }
     // Guards run in the stage of their later operand.
-    let guard_stage: Vec<usize> = p
+    let guard_stage: Vec<u32> = p
         .guards
         .iter()
         .map(|g| stage[g.a.index()].max(stage[g.b.index()]))
         .collect();
-    // Latest stage that uses each value.
-    let mut last_use = stage.clone();
-    for (i, op) in p.ops.iter().enumerate() {
-        for &o in op.operands() {
-            last_use[o.index()] = last_use[o.index()].max(stage[i]);
-        }
-    }
     for (g, &s) in p.guards.iter().zip(&guard_stage) {
         last_use[g.a.index()] = last_use[g.a.index()].max(s);
         last_use[g.b.index()] = last_use[g.b.index()].max(s);
     }
     for (j, o) in p.outputs.iter().enumerate() {
         if stage[o.index()] > out_stage[j] {
-            return Err(Error::NotCausal {
-                output: out_block[j],
-                input: src_block[o.index()].unwrap_or(0),
-            });
+            return Err(not_causal(p, &stage, &out_stage, j));
         }
         last_use[o.index()] = last_use[o.index()].max(out_stage[j]);
     }
-    // Values crossing the boundary after stage s.
-    let crossing = |s: usize| -> Vec<usize> {
-        (0..n)
-            .filter(|&i| !is_const(i) && stage[i] <= s && last_use[i] > s)
-            .collect()
-    };
+    // `local[i]`: the value of `i` in the stage being built, for what was
+    // computed there or handed to it. Constants are re-created in each
+    // stage at their first use there: their slot holds `NONE` until then,
+    // and again once the stage is built.
+    const NONE: u32 = u32::MAX;
+    let mut local = vec![NONE; n];
+    let mut made: Vec<u32> = Vec::new();
     let mut stages = Vec::with_capacity(n_stages);
-    let mut carried: Vec<usize> = Vec::new();
-    let mut per_stage = vec![0usize; n_stages];
-    for &st in &stage {
-        per_stage[st] += 1;
-    }
-    for (s, &stage_len) in per_stage.iter().enumerate() {
-        let mut b = Builder::with_capacity(stage_len + carried.len());
-        if let Some(e) = &p.defect {
-            b.poison(e.clone());
+    let mut carried: Vec<u32> = Vec::new();
+    let mut sorter = WindowSorter::default();
+    for (s, items) in items.iter_mut().enumerate() {
+        let s32 = s as u32;
+        for &c in &made {
+            local[c as usize] = NONE;
         }
-        let mut local: Vec<Option<Var>> = vec![None; n];
+        made.clear();
+        let mut out: Vec<Instr> = Vec::with_capacity(items.len() + carried.len() + 16);
+        let mut n_in = 0u32;
         for &i in &carried {
-            local[i] = Some(b.input());
-        }
-        let mut own_inputs = 0;
-        for (i, op) in p.ops.iter().enumerate() {
-            if let Op::Input(k) = *op {
-                if in_stage[k as usize] == s {
-                    own_inputs += 1;
-                    let _ = i;
-                }
-            }
+            local[i as usize] = out.len() as u32;
+            out.push(Instr::input(n_in));
+            n_in += 1;
         }
         // Own inputs in the order of the program's inputs.
-        let mut own: Vec<(u32, usize)> = p
-            .ops
-            .iter()
-            .enumerate()
-            .filter_map(|(i, op)| match *op {
-                Op::Input(k) if in_stage[k as usize] == s => Some((k, i)),
-                _ => None,
-            })
-            .collect();
-        own.sort_unstable();
-        for &(_, i) in &own {
-            local[i] = Some(b.input());
-        }
-        let rule_ids: Vec<u32> = p.rules.iter().map(|r| b.register_rule(r)).collect();
-        for (i, op) in p.ops.iter().enumerate() {
-            if stage[i] != s || matches!(op, Op::Input(_)) {
-                continue;
+        let mut own_inputs = 0;
+        for (k, &at) in input_at.iter().enumerate() {
+            if in_stage[k] == s32 {
+                local[at] = out.len() as u32;
+                out.push(Instr::input(n_in));
+                n_in += 1;
+                own_inputs += 1;
             }
-            let v = match *op {
-                Op::Const(c) => b.constant(c),
-                ref other => {
-                    let mut get = |o: Var| local_of(&mut b, p, &mut local, o);
-                    let mapped = other.rebuilt(&rule_ids, &mut get);
-                    // `p` was simplified and shared by its own builder;
-                    // this stage is a subset of it in the same order, each
-                    // value mapped to a distinct one.
-                    b.copy_op(mapped)
-                }
-            };
-            local[i] = Some(v);
         }
+        // Every value read here was computed or received already, but for
+        // constants, made at their first read.
+        let mut local_of = |v: Var, out: &mut Vec<Instr>, local: &mut [u32]| -> Var {
+            let l = local[v.index()];
+            if l != NONE {
+                return Var(l);
+            }
+            // A NaN would make a slip visible.
+            let c = code[v.index()].as_const().unwrap_or(f64::NAN);
+            out.push(Instr::constant(c));
+            let l = out.len() as u32 - 1;
+            local[v.index()] = l;
+            made.push(v.0);
+            Var(l)
+        };
+        if schedule {
+            for window in items.chunks_mut(SCHEDULE_WINDOW) {
+                sorter.sort(code, window, |o| stage[o] == s32);
+            }
+        }
+        for &i in items.iter() {
+            let i = i as usize;
+            let mapped = code[i].map_operands(|o| local_of(o, &mut out, &mut local));
+            local[i] = out.len() as u32;
+            out.push(mapped.canonical());
+        }
+        // The instruction lists are not needed again.
+        *items = Vec::new();
+        let mut guards = Vec::new();
         for (g, &gs) in p.guards.iter().zip(&guard_stage) {
-            if gs == s {
-                let a = local_of(&mut b, p, &mut local, g.a);
-                let c = local_of(&mut b, p, &mut local, g.b);
-                b.guard(a, c, g.ordering);
+            if gs == s32 {
+                let a = local_of(g.a, &mut out, &mut local);
+                let b = local_of(g.b, &mut out, &mut local);
+                guards.push(Guard {
+                    a,
+                    b,
+                    ordering: g.ordering,
+                });
             }
         }
         let mut outs: Vec<Var> = Vec::new();
         for (j, o) in p.outputs.iter().enumerate() {
-            if out_stage[j] == s {
-                outs.push(local_of(&mut b, p, &mut local, *o));
+            if out_stage[j] == s32 {
+                outs.push(local_of(*o, &mut out, &mut local));
             }
         }
         let own_outputs = outs.len();
-        let next = if s + 1 < n_stages {
-            crossing(s)
+        // Values crossing the boundary after this stage.
+        let next: Vec<u32> = if s + 1 < n_stages {
+            (0..n)
+                .filter(|&i| live[i] && !code[i].is_const() && stage[i] <= s32 && last_use[i] > s32)
+                .map(|i| i as u32)
+                .collect()
         } else {
             Vec::new()
         };
         for &i in &next {
-            outs.push(local_of(&mut b, p, &mut local, Var(i as u32)));
+            outs.push(local_of(Var(i), &mut out, &mut local));
         }
         let residual_in = carried.len();
         let residual_out = next.len();
-        let program = b
-            .finish_blocks(
-                &outs,
-                vec![residual_in, own_inputs],
-                vec![own_outputs, residual_out],
-            )
-            .dce();
+        let program = Program::from_parts(
+            n_in as usize,
+            out,
+            outs,
+            guards,
+            p.rules.clone(),
+            p.defect.clone(),
+            vec![residual_in, own_inputs],
+            vec![own_outputs, residual_out],
+        );
         stages.push(Stage {
             program,
             residual_in,
@@ -268,21 +287,36 @@ pub fn split_stages(
     Ok(stages)
 }
 
-/// The local value of `v` in the stage being built: carried, computed in
-/// this stage, or a constant re-created here.
-fn local_of(b: &mut Builder, p: &Program, local: &mut [Option<Var>], v: Var) -> Var {
-    if let Some(l) = local[v.index()] {
-        return l;
+/// [`Error::NotCausal`] for output `j`, which is computed at a stage
+/// after the one it is due by: the latest input block it depends on.
+fn not_causal(p: &Program, stage: &[u32], out_stage: &[u32], j: usize) -> Error {
+    // The latest input block each value depends on, found again here, off
+    // the path of every split that succeeds.
+    let mut in_block = Vec::with_capacity(p.n_inputs);
+    for (b, &w) in p.input_blocks.iter().enumerate() {
+        in_block.extend(std::iter::repeat_n(b as u32, w));
     }
-    let c = match p.ops[v.index()] {
-        Op::Const(c) => c,
-        // Unreachable by construction (every non-constant value used here
-        // was carried or computed); a NaN makes any slip visible.
-        _ => f64::NAN,
-    };
-    let l = b.constant(c);
-    local[v.index()] = Some(l);
-    l
+    let mut src: Vec<u32> = vec![u32::MAX; p.code.len()];
+    for (i, ins) in p.code.iter().enumerate() {
+        if let Some(k) = ins.as_input() {
+            src[i] = in_block[k as usize];
+        } else {
+            for &o in ins.operands() {
+                if stage[o.index()] >= stage[i] && src[o.index()] != u32::MAX {
+                    src[i] = src[o.index()];
+                }
+            }
+        }
+    }
+    let mut out_block = Vec::with_capacity(out_stage.len());
+    for (b, &w) in p.output_blocks.iter().enumerate() {
+        out_block.extend(std::iter::repeat_n(b, w));
+    }
+    let b = src[p.outputs[j].index()];
+    Error::NotCausal {
+        output: out_block[j],
+        input: if b == u32::MAX { 0 } else { b as usize },
+    }
 }
 
 /// A program cut into causal stages that run in order, each receiving the
@@ -360,6 +394,19 @@ impl Staged {
     /// The stages, in order.
     pub fn stages(&self) -> &[Stage] {
         &self.stages
+    }
+
+    /// [`Staged::split`] with each stage ordered for the interpreter
+    /// ([`Program::schedule`]), in one pass.
+    pub(crate) fn split_scheduled(
+        p: &Program,
+        input_stage: &[usize],
+        output_stage: &[usize],
+        n_stages: usize,
+    ) -> Result<Staged> {
+        Ok(Staged {
+            stages: split(p, input_stage, output_stage, n_stages, true)?,
+        })
     }
 
     /// The same stages, each ordered for the interpreter

@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
-use super::ir::{Builder, Op, Program, Var, MAX_ARITY};
+use super::ir::{Builder, Program, Var, MAX_ARITY};
 use crate::error::{Error, Result};
 use crate::real::{private, Real};
 use crate::rules::{CustomRule, Prim};
@@ -87,6 +87,8 @@ struct Frame {
     input_vals: Vec<f64>,
     vals: Vec<f64>,
     captures: Vec<Tracer>,
+    /// The input each capture became, in the order of `captures`.
+    capture_vars: Vec<Var>,
     capture_map: HashMap<(u64, u32), Var>,
     error: Option<Error>,
 }
@@ -98,34 +100,36 @@ impl Frame {
     /// value is computed by the caller with the trace stack released, since
     /// a rule's value may itself use the drivers (and so trace).
     fn sync(&mut self) -> Option<(CustomRule, Vec<f64>)> {
-        let start = self.vals.len();
-        for &op in &self.builder.ops()[start..] {
-            let v = match op {
-                Op::Input(k) => self.input_vals[k as usize],
-                Op::Const(c) => c,
-                Op::Custom { rule, args } => {
-                    let rule = self.builder.rules().get(rule as usize).cloned();
-                    let x = args
-                        .as_slice()
-                        .iter()
-                        .map(|a| self.vals[a.index()])
-                        .collect();
-                    return rule.map(|rule| (rule, x));
+        let Frame {
+            builder,
+            input_vals,
+            vals,
+            ..
+        } = self;
+        let code = builder.code();
+        while let Some(ins) = code.get(vals.len()) {
+            let v = if let Some(k) = ins.as_input() {
+                input_vals[k as usize]
+            } else if let Some(c) = ins.as_const() {
+                c
+            } else if let Some(prim) = ins.prim() {
+                let args = ins.operands();
+                let mut x = [0.0; MAX_ARITY];
+                for (slot, a) in x.iter_mut().zip(args) {
+                    *slot = vals[a.index()];
                 }
-                Op::Apply { prim, param, args } => {
-                    let mut x = [0.0; MAX_ARITY];
-                    for (slot, a) in x.iter_mut().zip(args.as_slice()) {
-                        *slot = self.vals[a.index()];
-                    }
-                    if args.len() == prim.arity() {
-                        prim.value(&x[..args.len()], param)
-                    } else {
-                        // Malformed: reported when the trace finishes.
-                        f64::NAN
-                    }
+                if args.len() == prim.arity() {
+                    prim.value(&x[..args.len()], ins.param())
+                } else {
+                    // Malformed: reported when the trace finishes.
+                    f64::NAN
                 }
+            } else {
+                let rule = builder.rules().get(ins.rule as usize).cloned();
+                let x = ins.operands().iter().map(|a| vals[a.index()]).collect();
+                return rule.map(|rule| (rule, x));
             };
-            self.vals.push(v);
+            vals.push(v);
         }
         None
     }
@@ -181,6 +185,7 @@ fn resolve(stack: &mut [Frame], t: Tracer) -> Var {
         let v = top.builder.input();
         let _ = top.sync(); // an input: no rule to defer
         top.captures.push(t);
+        top.capture_vars.push(v);
         top.capture_map.insert((t.trace, t.var), v);
         return v;
     }
@@ -288,8 +293,58 @@ pub(crate) struct Traced {
     pub captures: Vec<Tracer>,
 }
 
+/// A finished trace that is still a [`Builder`]: the drivers go on
+/// building derivative instructions in it, with the primal's instructions
+/// and sharing tables already there, so the primal is never copied.
+pub(crate) struct TracedBuilder {
+    pub builder: Builder,
+    /// The values returned by the traced code.
+    pub outputs: Vec<Var>,
+    /// The value of each input: the point's `n`, then the captures.
+    pub inputs: Vec<Var>,
+    /// Length of the point.
+    pub n: usize,
+    /// Tracers of enclosing traces, in the order of the inputs after the
+    /// point.
+    pub captures: Vec<Tracer>,
+}
+
+impl TracedBuilder {
+    /// The input blocks of the traced program: the point, then the
+    /// captures if there are any.
+    pub fn input_blocks(&self) -> Vec<usize> {
+        let mut blocks = vec![self.n];
+        if !self.captures.is_empty() {
+            blocks.push(self.captures.len());
+        }
+        blocks
+    }
+
+    /// The traced program, dead instructions dropped.
+    pub fn finish(self) -> Traced {
+        let blocks = self.input_blocks();
+        let n_out = self.outputs.len();
+        let program = self
+            .builder
+            .finish_blocks(&self.outputs, blocks, vec![n_out])
+            .into_dce();
+        Traced {
+            program,
+            captures: self.captures,
+        }
+    }
+}
+
 /// Traces `f` at `x`; inputs of the program are `x` followed by captures.
 pub(crate) fn trace_captured<F>(f: F, x: &[f64]) -> Result<Traced>
+where
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+{
+    Ok(trace_builder(f, x)?.finish())
+}
+
+/// [`trace_captured`], handing back the builder the trace was recorded in.
+pub(crate) fn trace_builder<F>(f: F, x: &[f64]) -> Result<TracedBuilder>
 where
     F: FnOnce(&[Tracer]) -> Vec<Tracer>,
 {
@@ -309,6 +364,7 @@ where
             input_vals: x.to_vec(),
             vals: Vec::new(),
             captures: Vec::new(),
+            capture_vars: Vec::new(),
             capture_map: HashMap::new(),
             error: None,
         };
@@ -340,20 +396,18 @@ where
     if let Some(e) = frame.error {
         return Err(e);
     }
-    let n = x.len();
-    let c = frame.captures.len();
-    let n_out = out_vars.len();
-    let mut blocks = vec![n];
-    if c > 0 {
-        blocks.push(c);
-    }
-    let program = frame.builder.finish_blocks(&out_vars, blocks, vec![n_out]);
     // A user rule called with the wrong number of arguments is the one
     // malformed instruction tracing can record.
-    program.validate()?;
-    let program = program.dce();
-    Ok(Traced {
-        program,
+    if let Some(e) = frame.builder.custom_arity_error() {
+        return Err(e);
+    }
+    let mut input_vars: Vec<Var> = (0..x.len() as u32).map(Var).collect();
+    input_vars.extend_from_slice(&frame.capture_vars);
+    Ok(TracedBuilder {
+        builder: frame.builder,
+        outputs: out_vars,
+        inputs: input_vars,
+        n: x.len(),
         captures: frame.captures,
     })
 }

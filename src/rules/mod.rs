@@ -37,7 +37,7 @@ mod trig;
 
 pub use crate::program::custom::{CustomRule, Rule, ScalarRule};
 
-use crate::program::{Builder, Op, Var, MAX_ARITY};
+use crate::program::{Builder, Instr, Var, MAX_ARITY};
 
 /// A num-dual number type over f64 (`Dual64`, `Dual2_64`, `Dual3_64`,
 /// `HyperDual64`, …), as the primitives' num-dual values see it.
@@ -183,28 +183,22 @@ macro_rules! table {
             /// f64, inlines the primitive's value. User rules go to `other`.
             #[inline(always)]
             pub(crate) fn eval_instr<T: crate::Real>(
-                ins: &crate::program::eval::Instr,
+                ins: &crate::program::ir::Instr,
                 inputs: &[T],
                 vals: &[T],
                 other: impl FnOnce() -> T,
             ) -> T {
                 // Operand `i` of an instruction (a constant-folded choice).
-                let slot = |i: usize| match i {
-                    0 => ins.a,
-                    1 => ins.b,
-                    _ => ins.c,
-                } as usize;
+                let slot = |i: usize| ins.args[i].index();
                 match ins.code {
-                    opcode::INPUT => inputs[ins.a as usize],
-                    opcode::CONST => T::cst(f64::from_bits(
-                        u64::from(ins.b) | (u64::from(ins.c) << 32),
-                    )),
+                    opcode::INPUT => inputs[ins.args[0].index()],
+                    opcode::CONST => T::cst(ins.const_bits()),
                     $( $( opcode::$P => {
                         const N: usize = <$fam::$P as Primitive>::ARITY;
                         let x: [T; N] = std::array::from_fn(|i| vals[slot(i)]);
                         // The parameter is in the slot past the operands
                         // (primitives with three operands have none).
-                        let param = if N < 3 { ins.c as i32 } else { 0 };
+                        let param = if N < 3 { ins.args[2].0 as i32 } else { 0 };
                         T::apply_prim(Prim::$P, param, &x)
                     } )* )*
                     _ => other(),
@@ -291,16 +285,23 @@ pub(crate) mod opcode {
     pub(crate) fn of(prim: Prim) -> u8 {
         FIRST_PRIM + prim as u8
     }
+
+    /// The primitive an opcode stands for (`None` for an input, a constant
+    /// or a user rule).
+    #[inline(always)]
+    pub(crate) fn prim(code: u8) -> Option<Prim> {
+        Prim::ALL
+            .get(code.checked_sub(FIRST_PRIM)? as usize)
+            .copied()
+    }
 }
 
 impl Prim {
-    /// A dense ordinal, for passes that group instructions by primitive.
-    pub(crate) fn ordinal(self) -> usize {
-        self as usize
+    /// The primitive an opcode of the stored instruction form stands for.
+    #[inline(always)]
+    pub(crate) fn of_opcode(code: u8) -> Option<Prim> {
+        opcode::prim(code)
     }
-
-    /// Upper bound of [`Prim::ordinal`].
-    pub(crate) const ORDINALS: usize = Prim::ALL.len();
 
     /// Every built-in primitive.
     pub fn all() -> impl Iterator<Item = Prim> {
@@ -336,45 +337,51 @@ fn transpose_pullback(
     acc
 }
 
-/// The pullback of one instruction: given its (already rebuilt) operation,
-/// its result `y` and the cotangent `ct` of `y`, emit and return the
-/// cotangent contribution for each operand, in operand order.
+/// The pullback of one instruction: given its (already rebuilt)
+/// instruction, its result `y` and the cotangent `ct` of `y`, emit and
+/// return the cotangent contribution for each operand, in operand order.
+/// A user rule is looked up in `rules`, the table of the program the
+/// instruction comes from.
 pub(crate) fn pullback(
     b: &mut Builder,
-    op: &Op,
+    ins: &Instr,
     y: Var,
     ct: Var,
     rules: &[CustomRule],
 ) -> Contribs {
-    match *op {
-        Op::Input(_) | Op::Const(_) => [None; MAX_ARITY],
-        Op::Apply { prim, param, args } => prim.pullback(b, args.as_slice(), param, y, ct),
-        Op::Custom { rule, args } => match rules.get(rule as usize) {
-            Some(r) => r.pullback_contribs(b, args.as_slice(), y, ct),
+    if let Some(prim) = ins.prim() {
+        prim.pullback(b, ins.operands(), ins.param(), y, ct)
+    } else if ins.is_custom() {
+        match rules.get(ins.rule as usize) {
+            Some(r) => r.pullback_contribs(b, ins.operands(), y, ct),
             None => [None; MAX_ARITY],
-        },
+        }
+    } else {
+        [None; MAX_ARITY]
     }
 }
 
 /// The pushforward of one instruction: given its (already rebuilt)
-/// operation, its result `y` and the tangents of its operands (`None`: a
-/// structural zero), emit and return the tangent of `y`.
+/// instruction, its result `y` and the tangents of its operands (`None`: a
+/// structural zero), emit and return the tangent of `y`. A user rule is
+/// looked up in `rules`, the table of the program the instruction comes
+/// from.
 pub(crate) fn pushforward(
     b: &mut Builder,
-    op: &Op,
+    ins: &Instr,
     y: Var,
     tangents: &[Option<Var>],
     rules: &[CustomRule],
 ) -> Option<Var> {
-    match *op {
-        Op::Input(_) | Op::Const(_) => None,
-        Op::Apply { prim, param, args } => prim.pushforward(b, args.as_slice(), param, y, tangents),
-        Op::Custom { rule, args } => {
-            let r = rules.get(rule as usize)?;
-            // Transposition of the pullback, as for built-in primitives.
-            transpose_pullback(b, tangents, |b, ti| {
-                r.pullback_contribs(b, args.as_slice(), y, ti)
-            })
-        }
+    if let Some(prim) = ins.prim() {
+        prim.pushforward(b, ins.operands(), ins.param(), y, tangents)
+    } else if ins.is_custom() {
+        let r = rules.get(ins.rule as usize)?;
+        // Transposition of the pullback, as for built-in primitives.
+        transpose_pullback(b, tangents, |b, ti| {
+            r.pullback_contribs(b, ins.operands(), y, ti)
+        })
+    } else {
+        None
     }
 }

@@ -383,8 +383,7 @@ pub fn select_branches(p: &Program, x: &[f64]) -> Vec<bool> {
     let mut out = vec![0.0; p.n_outputs()];
     p.eval_with(&mut ws, x, &mut out).expect("evaluation");
     p.ops()
-        .iter()
-        .filter_map(|op| match *op {
+        .filter_map(|op| match op {
             Op::Apply {
                 prim: Prim::Select,
                 args,

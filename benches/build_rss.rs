@@ -1,0 +1,69 @@
+//! Peak memory of building the compiled drivers, per instruction: traces
+//! the scalar Rosenbrock loop at one size and builds `Gradient` or `Hvp`,
+//! then prints the build time and the growth of the process's peak
+//! resident set (`VmHWM` in `/proc/self/status`, Linux) per instruction of
+//! the built programs. One size per process, so each peak is its own.
+//!
+//! ```text
+//! cargo run --release -p optic-ad-bench --example build_rss -- hvp 1000000
+//! cargo run --release -p optic-ad-bench --example build_rss -- gradient 100000
+//! ```
+
+use std::time::Instant;
+
+use optic_ad::{Gradient, Hvp, Real};
+
+fn rosenbrock<T: Real>(x: &[T]) -> T {
+    let mut s = T::cst(0.0);
+    for i in 0..x.len() - 1 {
+        let a = x[i + 1] - x[i] * x[i];
+        let b = T::cst(1.0) - x[i];
+        s += a * a * 100.0 + b * b;
+    }
+    s
+}
+
+/// A field of `/proc/self/status` in kB (`None` off Linux).
+fn status_kb(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = s.lines().find(|l| l.starts_with(field))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let what = args.next().unwrap_or_else(|| "hvp".into());
+    let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    let x: Vec<f64> = (0..n)
+        .map(|i| 0.5 + 0.4 * ((i as f64) * 0.7).sin())
+        .collect();
+    let before = status_kb("VmHWM:");
+    let t = Instant::now();
+    let len = match what.as_str() {
+        "gradient" => Gradient::new(rosenbrock, &x).unwrap().program().len(),
+        "hvp" => {
+            let h = Hvp::new(rosenbrock, &x).unwrap();
+            let (l, r) = h.programs();
+            l.len() + r.len()
+        }
+        other => {
+            eprintln!("unknown driver {other:?}: use gradient or hvp");
+            std::process::exit(2);
+        }
+    };
+    let secs = t.elapsed().as_secs_f64();
+    print!(
+        "{what} n={n}: {len} instructions built in {:.1} ms, {:.1} ns per instruction",
+        secs * 1e3,
+        secs * 1e9 / len as f64
+    );
+    match (before, status_kb("VmHWM:")) {
+        (Some(b), Some(a)) => println!(
+            "; peak RSS {:.1} MB (+{:.1} MB while building, {:.1} bytes per instruction)",
+            a as f64 / 1024.0,
+            (a - b) as f64 / 1024.0,
+            (a - b) as f64 * 1024.0 / len as f64
+        ),
+        _ => println!("; peak RSS unavailable (no /proc/self/status)"),
+    }
+}
