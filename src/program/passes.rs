@@ -458,7 +458,7 @@ pub(crate) fn schedule_order(code: &[Instr], live: &[bool]) -> Vec<u32> {
 /// values a window computes stay in cache (sorting a whole long program
 /// by level would compute every element's first step, then every
 /// element's second, keeping all of them alive at once).
-pub(crate) const SCHEDULE_WINDOW: usize = 4096;
+pub(crate) const SCHEDULE_WINDOW: usize = 65536;
 
 /// Sorts one window of a stage's instructions for the interpreter, as
 /// [`Program::schedule`] orders a program: by dependency level, and by
