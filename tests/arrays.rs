@@ -544,6 +544,82 @@ proptest! {
     }
 }
 
+/// Values where the sign of zero matters: a sum of two cotangents that
+/// maps add in place must give the bits of `a + b`.
+fn signed_values(n: usize) -> impl Strategy<Value = Vec<f64>> {
+    prop::collection::vec(
+        prop::sample::select(vec![-0.0, 0.0, 1.0, -1.0, 2.5, -0.75, f64::INFINITY]),
+        n,
+    )
+}
+
+/// One argument of a sum of two: map output `k` (or the input `u`, which
+/// no map writes), sliced from `from`, padded at `at` to the sum's length.
+#[derive(Clone, Debug)]
+struct Term {
+    k: usize,
+    from: usize,
+    at: usize,
+}
+
+fn term(n: usize) -> impl Strategy<Value = Term> {
+    (0usize..3, 0..3usize, 0..3usize).prop_map(move |(k, from, at)| Term {
+        k,
+        from: from.min(n - 1),
+        at,
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    /// Sums of two map outputs read through slices and pads (as the reverse
+    /// transform accumulates cotangents), which the fused plan adds in
+    /// place into the sum's buffer or the caller's slice, give the bits
+    /// of `a + b`, signed zeros and borders included; also when one term
+    /// is an input read in place.
+    #[test]
+    fn sums_added_in_place_keep_the_bits(
+        (n, u, w, t0, t1, chain) in (2usize..7).prop_flat_map(|n| {
+            (Just(n), signed_values(n), signed_values(n), term(n), term(n), any::<bool>())
+        })
+    ) {
+        let mut body = optic_ad::Builder::new();
+        let (x0, x1) = (body.input(), body.input());
+        let y0 = body.mul(x0, x1);
+        let y1 = body.sub(x0, x1);
+        let body = Arc::new(body.finish(&[y0, y1]).unwrap());
+        let len = n + 2;
+        let mut b = array::ArrayBuilder::new();
+        let (xu, xw) = (b.input(array::Shape::Vector(n)), b.input(array::Shape::Vector(n)));
+        let outs = b.map(body, &[xu, xw]);
+        let arg = |b: &mut array::ArrayBuilder, t: &Term| {
+            let v = if t.k < 2 { outs[t.k] } else { xu };
+            let s = b.slice(v, t.from, n - t.from);
+            b.pad(s, t.at, len)
+        };
+        let (a0, a1) = (arg(&mut b, &t0), arg(&mut b, &t1));
+        let mut sum = b.add(a0, a1);
+        if chain {
+            // A second sum of two, over the first and a fresh term.
+            let a2 = arg(&mut b, &Term { k: 1 - t0.k.min(1), from: 0, at: 2 });
+            sum = b.add(sum, a2);
+        }
+        let p = b.finish(&[sum]).unwrap();
+        let refs: [&[f64]; 2] = [&u, &w];
+        let mut fused = array::ArrayWorkspace::new(&p);
+        let mut plain = array::ArrayWorkspace::unfused(&p);
+        fused.run(&p, &refs).unwrap();
+        plain.run(&p, &refs).unwrap();
+        let (x, y) = (fused.output(&p, 0), plain.output(&p, 0));
+        prop_assert_eq!(x.len(), y.len());
+        for (a, c) in x.iter().zip(y) {
+            prop_assert!(a.to_bits() == c.to_bits() || (a.is_nan() && c.is_nan()),
+                "{:?} vs {:?}\n{}", x, y, p);
+        }
+    }
+}
+
 #[test]
 fn workspace_belongs_to_its_program() {
     let x = [1.0, 2.0];

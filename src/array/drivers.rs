@@ -90,17 +90,20 @@ impl Gradient {
         })
     }
 
-    /// `f(x)`, with `∇f(x)` written to `grad`.
+    /// `f(x)`, with `∇f(x)` written to `grad` (the maps that compute it
+    /// write there directly, with no copy).
     ///
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] if `x` or `grad` does not have the traced
-    /// length; [`Error::GuardFailed`] where a guard no longer holds.
+    /// length (`grad` untouched); [`Error::GuardFailed`] where a guard no
+    /// longer holds (`grad` may then hold part of a result: do not use
+    /// it).
     pub fn eval(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
         check_len("Gradient::eval: x", self.n, x.len())?;
         check_len("Gradient::eval: gradient", self.n, grad.len())?;
-        self.ws.run(&self.program, &[x])?;
-        grad.copy_from_slice(self.ws.output(&self.program, 1));
+        self.ws
+            .run_masked_into(&self.program, &[x], None, 1, grad)?;
         Ok(self.ws.output(&self.program, 0)[0])
     }
 
@@ -208,12 +211,14 @@ impl Hvp {
         Ok(())
     }
 
-    /// `H v` at the linearized point, written to `out`.
+    /// `H v` at the linearized point, written to `out` (the maps that
+    /// compute it write there directly, with no copy).
     ///
     /// # Errors
     ///
     /// [`Error::NotLinearized`] before [`Hvp::linearize`];
-    /// [`Error::LengthMismatch`] if `v` or `out` does not have length `n`.
+    /// [`Error::LengthMismatch`] if `v` or `out` does not have length `n`
+    /// (`out` untouched).
     pub fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
         if !self.linearized {
             return Err(Error::NotLinearized);
@@ -221,9 +226,7 @@ impl Hvp {
         check_len("Hvp::apply: v", self.n, v.len())?;
         check_len("Hvp::apply: out", self.n, out.len())?;
         self.ws
-            .run_masked(&self.program, &[&self.x, v], Some(&self.tangent))?;
-        out.copy_from_slice(self.ws.output(&self.program, 2));
-        Ok(())
+            .run_masked_into(&self.program, &[&self.x, v], Some(&self.tangent), 2, out)
     }
 
     /// `f` at the linearized point.

@@ -36,6 +36,47 @@ struct Plan {
     sum_into: Vec<Option<usize>>,
     /// Sums computed inside their map's loop (nothing to run).
     fused_sum: Vec<bool>,
+    /// For a map output read only (directly or through views) by a sum of
+    /// two vectors: where its map adds it, never storing it.
+    acc_into: Vec<Option<Acc>>,
+    /// For such a sum of two: which of its arguments arrived that way.
+    acc_args: Vec<[bool; 2]>,
+    /// For each map: the sums of two it is the first to add into, whose
+    /// buffers it fills with `−0.0` first.
+    acc_init: Vec<Vec<usize>>,
+    /// Inputs read only by maps (directly or through views): read where
+    /// the caller keeps them, never copied (`Some(k)`: input `k`).
+    external: Vec<Option<u32>>,
+}
+
+/// An output of a run written to the caller's slice instead of a buffer:
+/// (its value, the slice).
+type Ext<'a> = Option<(usize, &'a mut [f64])>;
+
+/// Where a map output is added: element `j` goes to element `j − shift`
+/// of value `target`, for `lo ≤ j − shift < hi` (the view the sum read it
+/// through).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Acc {
+    target: usize,
+    shift: isize,
+    lo: usize,
+    hi: usize,
+}
+
+/// Whether `body` is `x0 + x1` and nothing else: the sum of two
+/// cotangent contributions the reverse transform emits.
+fn is_add_of_two(body: &crate::program::Program) -> bool {
+    use crate::program::Op;
+    body.n_inputs() == 2
+        && body.n_outputs() == 1
+        && body.guards().is_empty()
+        && body.len() == 3
+        && matches!(
+            body.op(body.outputs()[0].index()),
+            Some(Op::Apply { prim: crate::Prim::Add, args, .. })
+                if matches!(args.as_slice(), [a, b] if a.index() + b.index() == 1)
+        )
 }
 
 impl Plan {
@@ -60,6 +101,28 @@ impl Plan {
                 as_view[i] = uses[i].iter().all(|&c| is_map(c) || as_view[c]);
             }
         }
+        // Inputs read only by maps and views: read in place.
+        let mut read_out = vec![false; n];
+        for o in &p.outputs {
+            read_out[o.index()] = true;
+        }
+        for g in &p.guards {
+            read_out[g.a.index()] = true;
+            read_out[g.b.index()] = true;
+        }
+        let external: Vec<Option<u32>> = (0..n)
+            .map(|i| match p.ops[i] {
+                ArrayOp::Input(k)
+                    if fuse
+                        && !read_out[i]
+                        && !uses[i].is_empty()
+                        && uses[i].iter().all(|&c| is_map(c) || as_view[c]) =>
+                {
+                    Some(k)
+                }
+                _ => None,
+            })
+            .collect();
         let mut view: Vec<Option<View>> = vec![None; n];
         for i in 0..n {
             if !as_view[i] {
@@ -113,6 +176,87 @@ impl Plan {
                     sum_into[i] = Some(c);
                     fused_sum[c] = true;
                 }
+            }
+        }
+        // Map outputs read only by a sum of two vectors, directly or through
+        // views each read once: their map adds them into the sum's buffer.
+        // Exact: the sum starts from −0.0, the identity of IEEE addition,
+        // and two terms added in either order give the same bits (where a
+        // view reads zeros, `+0.0` is added at the end, as the sum would).
+        let mut acc_into: Vec<Option<Acc>> = vec![None; n];
+        let mut acc_args = vec![[false; 2]; n];
+        let mut acc_init: Vec<Vec<usize>> = vec![Vec::new(); n];
+        let map_of = |v: usize| match p.ops[v] {
+            ArrayOp::Map { .. } => Some(v),
+            ArrayOp::MapOut(k) => Some(v - k as usize),
+            _ => None,
+        };
+        for a in 0..n {
+            let ArrayOp::Map { body, args } = &p.ops[a] else {
+                continue;
+            };
+            let len = p.shapes[a].len();
+            if !fuse
+                || args.len() != 2
+                || args[0] == args[1]
+                || !is_add_of_two(body)
+                || p.shapes[a] == Shape::Scalar
+                || sum_into[a].is_some()
+                || args.iter().any(|&x| p.shapes[x.index()] != p.shapes[a])
+            {
+                continue;
+            }
+            let mut first_map = usize::MAX;
+            for (j, &x) in args.iter().enumerate() {
+                let x = x.index();
+                // The value read, through a chain of views each read once.
+                let (r, w) = match view[x] {
+                    Some(w) => (w.root, w),
+                    None => (
+                        x,
+                        View {
+                            root: x,
+                            shift: 0,
+                            lo: 0,
+                            hi: len,
+                        },
+                    ),
+                };
+                let mut chain_ok = uses[x].len() == 1;
+                let mut c = x;
+                while chain_ok && c != r {
+                    let inner = match p.ops[c] {
+                        ArrayOp::Slice { a, .. } | ArrayOp::Pad { a, .. } => a.index(),
+                        _ => break,
+                    };
+                    chain_ok = uses[inner].len() == 1;
+                    c = inner;
+                }
+                let Some(m) = map_of(r) else { continue };
+                if !chain_ok
+                    || c != r
+                    || m == a
+                    || keep(r)
+                    || uses[r].len() != 1
+                    || p.shapes[r] == Shape::Scalar
+                    || sum_into[r].is_some()
+                    || acc_into[r].is_some()
+                    // A sum of two that maps add into keeps its buffer.
+                    || acc_args[r] != [false; 2]
+                {
+                    continue;
+                }
+                acc_into[r] = Some(Acc {
+                    target: a,
+                    shift: w.shift,
+                    lo: w.lo,
+                    hi: w.hi,
+                });
+                acc_args[a][j] = true;
+                first_map = first_map.min(m);
+            }
+            if first_map != usize::MAX {
+                acc_init[first_map].push(a);
             }
         }
         // Liveness, with a view's uses counted as uses of its root.
@@ -177,13 +321,24 @@ impl Plan {
                     take(len, lens, free)
                 };
             };
-            if view[i].is_none() && sum_into[i].is_none() && !fused_sum[i] {
+            let acc_target = acc_args[i] != [false; 2];
+            if view[i].is_none()
+                && sum_into[i].is_none()
+                && !fused_sum[i]
+                && acc_into[i].is_none()
+                && !acc_target
+                && external[i].is_none()
+            {
                 assign(i, &mut lens, &mut free);
             }
             // A sum computed in a map's loop is written when the map runs:
             // its buffer is taken then.
             if let Some(c) = sum_into[i] {
                 assign(c, &mut lens, &mut free);
+            }
+            // So is a sum of two that a map adds into, at its first map.
+            for &t in &acc_init[i] {
+                assign(t, &mut lens, &mut free);
             }
             for &v in &dying[i] {
                 if slot[v] != usize::MAX {
@@ -197,6 +352,10 @@ impl Plan {
             view,
             sum_into,
             fused_sum,
+            acc_into,
+            acc_args,
+            acc_init,
+            external,
         }
     }
 }
@@ -230,6 +389,8 @@ pub struct ArrayWorkspace {
     srcs: Vec<Src>,
     targets: Vec<Vec<f64>>,
     accs: Vec<([f64; 4], [f64; 3])>,
+    /// Buffers of the sums of two that the running map adds into.
+    acc_bufs: Vec<(usize, Vec<f64>)>,
     /// The program this workspace is planned for.
     program: u64,
 }
@@ -288,6 +449,7 @@ impl ArrayWorkspace {
             srcs: Vec::new(),
             targets: Vec::new(),
             accs: Vec::new(),
+            acc_bufs: Vec::new(),
             program: p.id,
         }
     }
@@ -326,6 +488,51 @@ impl ArrayWorkspace {
         inputs: &[&[f64]],
         mask: Option<&[bool]>,
     ) -> Result<()> {
+        self.run_masked_ext(p, inputs, mask, &mut None)
+    }
+
+    /// [`ArrayWorkspace::run_masked`], with output `k` written to `out`
+    /// (of its length) instead of read back from the workspace: where it
+    /// is a sum of two that maps add into, they add straight into `out`;
+    /// otherwise it is copied there. The workspace's own copy of output `k`
+    /// is then not updated.
+    ///
+    /// # Errors
+    ///
+    /// As [`ArrayWorkspace::run`]; [`Error::LengthMismatch`] if `out` does
+    /// not have output `k`'s length.
+    pub(crate) fn run_masked_into(
+        &mut self,
+        p: &ArrayProgram,
+        inputs: &[&[f64]],
+        mask: Option<&[bool]>,
+        k: usize,
+        out: &mut [f64],
+    ) -> Result<()> {
+        let Some(&v) = p.outputs.get(k) else {
+            return Err(Error::IndexOutOfRange {
+                what: "array program output",
+                index: k,
+                len: p.outputs.len(),
+            });
+        };
+        let v = v.index();
+        crate::drivers::check_len("array program output", p.shapes[v].len(), out.len())?;
+        if self.plan.acc_args.get(v).is_some_and(|a| *a != [false; 2]) {
+            return self.run_masked_ext(p, inputs, mask, &mut Some((v, out)));
+        }
+        self.run_masked_ext(p, inputs, mask, &mut None)?;
+        out.copy_from_slice(self.value(AVar(v as u32)));
+        Ok(())
+    }
+
+    fn run_masked_ext(
+        &mut self,
+        p: &ArrayProgram,
+        inputs: &[&[f64]],
+        mask: Option<&[bool]>,
+        ext: &mut Ext<'_>,
+    ) -> Result<()> {
         if let Some(e) = &p.defect {
             return Err(e.clone());
         }
@@ -342,7 +549,7 @@ impl ArrayWorkspace {
             if mask.is_some_and(|m| !m.get(i).copied().unwrap_or(true)) {
                 continue;
             }
-            self.exec(p, i, inputs)?;
+            self.exec(p, i, inputs, ext)?;
         }
         for (gi, g) in p.guards.iter().enumerate() {
             let a = self.value(g.a).first().copied().unwrap_or(f64::NAN);
@@ -359,12 +566,23 @@ impl ArrayWorkspace {
         Ok(())
     }
 
-    fn exec(&mut self, p: &ArrayProgram, i: usize, inputs: &[&[f64]]) -> Result<()> {
-        if self.plan.view[i].is_some() || self.plan.fused_sum[i] {
+    fn exec(
+        &mut self,
+        p: &ArrayProgram,
+        i: usize,
+        inputs: &[&[f64]],
+        ext: &mut Ext<'_>,
+    ) -> Result<()> {
+        if self.plan.view[i].is_some() || self.plan.fused_sum[i] || self.plan.external[i].is_some()
+        {
+            return Ok(());
+        }
+        if self.plan.acc_args[i] != [false; 2] {
+            self.finish_acc(p, i, inputs, ext);
             return Ok(());
         }
         if let ArrayOp::Map { body, args } = &p.ops[i] {
-            return self.exec_map(p, i, body, args);
+            return self.exec_map(p, i, body, args, inputs, ext);
         }
         let slot = self.plan.slot[i];
         if slot == usize::MAX {
@@ -375,6 +593,50 @@ impl ArrayWorkspace {
         let r = self.exec_into(p, i, inputs, &mut out);
         self.bufs[slot] = out;
         r
+    }
+
+    /// Finishes sum of two `i`, into which maps added what they could:
+    /// adds its other argument, then `+0.0` where an argument's view reads
+    /// zeros (as `x0 + x1` would have).
+    fn finish_acc(&mut self, p: &ArrayProgram, i: usize, inputs: &[&[f64]], ext: &mut Ext<'_>) {
+        let ArrayOp::Map { args, .. } = &p.ops[i] else {
+            return;
+        };
+        let len = p.shapes[i].len();
+        let mut own = Vec::new();
+        let out: &mut [f64] = match ext {
+            Some((v, out)) if *v == i => out,
+            _ => {
+                own = std::mem::take(&mut self.bufs[self.plan.slot[i]]);
+                &mut own
+            }
+        };
+        let view = |v: usize| {
+            self.plan.view[v].unwrap_or(View {
+                root: v,
+                shift: 0,
+                lo: 0,
+                hi: len,
+            })
+        };
+        for (j, &a) in args.iter().enumerate() {
+            if !self.plan.acc_args[i][j] {
+                let w = view(a.index());
+                let src = root_of(&self.bufs, &self.plan, inputs, w.root);
+                for t in w.lo..w.hi {
+                    out[t] += src[(t as isize + w.shift) as usize];
+                }
+            }
+        }
+        for &a in args.iter() {
+            let w = view(a.index());
+            for t in (0..w.lo).chain(w.hi..len) {
+                out[t] += 0.0;
+            }
+        }
+        if !matches!(ext, Some((v, _)) if *v == i) {
+            self.bufs[self.plan.slot[i]] = own;
+        }
     }
 
     fn buf(&self, v: AVar) -> &[f64] {
@@ -452,6 +714,8 @@ impl ArrayWorkspace {
         i: usize,
         body: &crate::program::Program,
         args: &[AVar],
+        inputs: &[&[f64]],
+        ext: &mut Ext<'_>,
     ) -> Result<()> {
         let n_out = body.n_outputs();
         let shape = p.shapes[i];
@@ -463,7 +727,7 @@ impl ArrayWorkspace {
             let src = match self.plan.view[v] {
                 Some(w) => Src::View(w),
                 None if p.shapes[v] == Shape::Scalar => {
-                    Src::Scalar(self.bufs[self.plan.slot[v]][0])
+                    Src::Scalar(root_of(&self.bufs, &self.plan, inputs, v)[0])
                 }
                 None => Src::View(View {
                     root: v,
@@ -485,10 +749,39 @@ impl ArrayWorkspace {
                 std::mem::take(&mut self.bufs[s])
             });
         }
+        // The buffers of the sums of two this map adds into; those it is
+        // the first to add into start from −0.0.
+        let mut acc_bufs = std::mem::take(&mut self.acc_bufs);
+        acc_bufs.clear();
+        let is_ext = |t: usize, ext: &Ext<'_>| matches!(ext, Some((v, _)) if *v == t);
+        for k in 0..n_out {
+            if let Some(acc) = self.plan.acc_into[i + k] {
+                if acc_bufs.iter().all(|(t, _)| *t != acc.target) {
+                    // The caller's slice stands in for an output written
+                    // there (its entry keeps an empty buffer).
+                    let b = if is_ext(acc.target, ext) {
+                        Vec::new()
+                    } else {
+                        std::mem::take(&mut self.bufs[self.plan.slot[acc.target]])
+                    };
+                    acc_bufs.push((acc.target, b));
+                }
+            }
+        }
+        for &t in &self.plan.acc_init[i] {
+            match ext {
+                Some((v, out)) if *v == t => out.fill(-0.0),
+                _ => {
+                    if let Some((_, b)) = acc_bufs.iter_mut().find(|(u, _)| *u == t) {
+                        b.fill(-0.0);
+                    }
+                }
+            }
+        }
         let result = if shape == Shape::Scalar {
-            self.scalar_map(body, &mut targets)
+            self.scalar_map(body, &mut targets, inputs)
         } else {
-            self.block_map(i, body, n, &mut targets)
+            self.block_map(i, body, n, &mut targets, &mut acc_bufs, inputs, ext)
         };
         for (k, b) in targets.drain(..).enumerate() {
             let s = self.plan.slot[i + k];
@@ -496,7 +789,13 @@ impl ArrayWorkspace {
                 self.bufs[s] = b;
             }
         }
+        for (t, b) in acc_bufs.drain(..) {
+            if !is_ext(t, ext) {
+                self.bufs[self.plan.slot[t]] = b;
+            }
+        }
         self.targets = targets;
+        self.acc_bufs = acc_bufs;
         result
     }
 
@@ -504,12 +803,13 @@ impl ArrayWorkspace {
         &mut self,
         body: &crate::program::Program,
         targets: &mut [Vec<f64>],
+        inputs: &[&[f64]],
     ) -> Result<()> {
         self.scalar_ins.clear();
         for src in &self.srcs {
             let x = match *src {
                 Src::Scalar(c) => c,
-                Src::View(w) => self.bufs[self.plan.slot[w.root]]
+                Src::View(w) => root_of(&self.bufs, &self.plan, inputs, w.root)
                     .get((w.lo as isize + w.shift) as usize)
                     .copied()
                     .unwrap_or(0.0),
@@ -530,12 +830,16 @@ impl ArrayWorkspace {
         Ok(())
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn block_map(
         &mut self,
         i: usize,
         body: &crate::program::Program,
         n: usize,
         targets: &mut [Vec<f64>],
+        acc_bufs: &mut [(usize, Vec<f64>)],
+        inputs: &[&[f64]],
+        ext: &mut Ext<'_>,
     ) -> Result<()> {
         let n_out = targets.len();
         let mut regs = std::mem::take(&mut self.regs);
@@ -558,7 +862,7 @@ impl ArrayWorkspace {
         #[cfg(feature = "jit")]
         let mut kernel_in = std::mem::take(&mut self.kernel_in);
         let bufs = &self.bufs;
-        let slot = &self.plan.slot;
+        let plan = &self.plan;
         let srcs = &self.srcs;
         let mut result = Ok(());
         let mut i0 = 0;
@@ -567,7 +871,9 @@ impl ArrayWorkspace {
             let input = |k: u32| -> [f64; BLOCK] {
                 match srcs.get(k as usize) {
                     Some(Src::Scalar(c)) => [*c; BLOCK],
-                    Some(Src::View(w)) => read_block(&bufs[slot[w.root]], *w, i0, cnt),
+                    Some(Src::View(w)) => {
+                        read_block(root_of(bufs, plan, inputs, w.root), *w, i0, cnt)
+                    }
                     None => [f64::NAN; BLOCK],
                 }
             };
@@ -583,15 +889,39 @@ impl ArrayWorkspace {
                 break;
             }
             for (k, t) in targets.iter_mut().enumerate() {
-                if self.plan.sum_into[i + k].is_some() {
-                    let (acc, tail) = &mut accs[k];
-                    for (l, &y) in outs[first + k][..cnt].iter().enumerate() {
-                        let g = i0 + l;
-                        if g < head {
-                            acc[g % 4] += y;
-                        } else {
-                            tail[g - head] = y;
+                if let Some(acc) = self.plan.acc_into[i + k] {
+                    let buf: &mut [f64] = match ext {
+                        Some((v, out)) if *v == acc.target => out,
+                        _ => match acc_bufs.iter_mut().find(|(u, _)| *u == acc.target) {
+                            Some((_, b)) => b,
+                            None => continue,
+                        },
+                    };
+                    // Element j of this output goes to j − shift, inside
+                    // the view's range.
+                    let from = (acc.lo as isize + acc.shift).max(i0 as isize) as usize;
+                    let to = ((acc.hi as isize + acc.shift).max(0) as usize).min(i0 + cnt);
+                    if from < to {
+                        let at = (from as isize - acc.shift) as usize;
+                        let dst = &mut buf[at..at + (to - from)];
+                        let src = &outs[first + k][from - i0..to - i0];
+                        for (d, &y) in dst.iter_mut().zip(src) {
+                            *d += y;
                         }
+                    }
+                } else if self.plan.sum_into[i + k].is_some() {
+                    // Element g goes to partial sum g mod 4 (i0 is a
+                    // multiple of 4), and the last n mod 4 to the tail.
+                    let (acc, tail) = &mut accs[k];
+                    let y = &outs[first + k][..cnt];
+                    let full = head.saturating_sub(i0).min(cnt);
+                    for c in y[..full].chunks_exact(4) {
+                        for l in 0..4 {
+                            acc[l] += c[l];
+                        }
+                    }
+                    for (l, &v) in y[full..].iter().enumerate() {
+                        tail[i0 + full + l - head] = v;
                     }
                 } else {
                     t[i0..i0 + cnt].copy_from_slice(&outs[first + k][..cnt]);
@@ -617,6 +947,16 @@ impl ArrayWorkspace {
         }
         self.accs = accs;
         result
+    }
+}
+
+/// The elements of value `v`: its buffer, or the caller's slice for an
+/// input read in place.
+#[inline]
+fn root_of<'a>(bufs: &'a [Vec<f64>], plan: &Plan, inputs: &[&'a [f64]], v: usize) -> &'a [f64] {
+    match plan.external[v] {
+        Some(k) => inputs.get(k as usize).copied().unwrap_or(&[]),
+        None => &bufs[plan.slot[v]],
     }
 }
 

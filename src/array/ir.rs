@@ -256,7 +256,19 @@ pub struct ArrayGuard {
 /// [`Shape`]s. Built by [`crate::array::trace`] or an [`ArrayBuilder`];
 /// transformed by [`crate::array::reverse_joint`] and
 /// [`crate::array::forward`]; run by [`ArrayProgram::eval`] and
-/// [`crate::array::ArrayWorkspace`].
+/// [`crate::array::ArrayWorkspace`]. It prints one instruction per line,
+/// with the shape of each value and map bodies as scalar programs.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::array::{trace, Array};
+///
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t * t).sum()), &[&[1.0, 2.0, 3.0]]).unwrap();
+/// let text = p.to_string();
+/// assert!(text.starts_with("array program (x0: vector[3]) -> (%2)"));
+/// assert!(text.contains("%2: scalar = sum %1"));
+/// ```
 #[derive(Clone, Debug)]
 pub struct ArrayProgram {
     pub(crate) input_shapes: Vec<Shape>,
@@ -268,6 +280,84 @@ pub struct ArrayProgram {
     /// Identifies the program for the workspaces planned for it (clones
     /// share it: they are the same program).
     pub(crate) id: u64,
+}
+
+impl fmt::Display for ArrayProgram {
+    /// Prints one instruction per line with the shape of its value, map
+    /// bodies as indented scalar programs, e.g.
+    ///
+    /// ```text
+    /// array program (x0: vector[3]) -> (%2)
+    ///   %1: vector[3] = map x0 with
+    ///     program (x0) -> (%1)
+    ///       %1 = x0 * x0
+    ///       return %1
+    ///   %2: scalar = sum %1
+    ///   return %2
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let name = |v: AVar| match self.ops.get(v.index()) {
+            Some(ArrayOp::Input(k)) => format!("x{k}"),
+            _ => format!("%{}", v.index()),
+        };
+        let ins: Vec<String> = self
+            .input_shapes
+            .iter()
+            .enumerate()
+            .map(|(k, s)| format!("x{k}: {s}"))
+            .collect();
+        let outs: Vec<String> = self.outputs.iter().map(|&o| name(o)).collect();
+        writeln!(
+            f,
+            "array program ({}) -> ({})",
+            ins.join(", "),
+            outs.join(", ")
+        )?;
+        let data = |len: usize| format!("<{len} values>");
+        for (i, op) in self.ops.iter().enumerate() {
+            let rhs = match op {
+                ArrayOp::Input(_) => continue,
+                ArrayOp::Fill(c) => format!("fill {c}"),
+                ArrayOp::Const(d) => format!("const {}", data(d.len())),
+                ArrayOp::Map { body, args } => {
+                    let a: Vec<String> = args.iter().map(|&v| name(v)).collect();
+                    let body = body.to_string().replace('\n', "\n    ");
+                    format!("map {} with\n    {body}", a.join(", "))
+                }
+                ArrayOp::MapOut(k) => format!("output {k} of %{}", i - *k as usize),
+                ArrayOp::Sum(a) => format!("sum {}", name(*a)),
+                ArrayOp::Broadcast(a) => format!("broadcast {}", name(*a)),
+                ArrayOp::Slice { a, start } => {
+                    let len = self.shapes[i].len();
+                    format!("{}[{start}..{}]", name(*a), start + len)
+                }
+                ArrayOp::Pad { a, start } => format!("pad {} at {start}", name(*a)),
+                ArrayOp::Gather { a, idx, .. } => {
+                    format!("gather {} at {}", name(*a), data(idx.len()))
+                }
+                ArrayOp::ScatterAdd { a, idx, .. } => {
+                    format!("scatter_add {} to {}", name(*a), data(idx.len()))
+                }
+                ArrayOp::MatVec { m, v } => {
+                    format!("matvec <{}×{} matrix> {}", m.rows(), m.cols(), name(*v))
+                }
+                ArrayOp::VecMat { m, v } => {
+                    format!("vecmat <{}×{} matrix> {}", m.rows(), m.cols(), name(*v))
+                }
+            };
+            writeln!(f, "  %{i}: {} = {rhs}", self.shapes[i])?;
+        }
+        for g in &self.guards {
+            let rel = match g.ordering {
+                Some(std::cmp::Ordering::Less) => "<",
+                Some(std::cmp::Ordering::Equal) => "==",
+                Some(std::cmp::Ordering::Greater) => ">",
+                None => "unordered with",
+            };
+            writeln!(f, "  guard {} {rel} {}", name(g.a), name(g.b))?;
+        }
+        write!(f, "  return {}", outs.join(", "))
+    }
 }
 
 static NEXT_PROGRAM_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
