@@ -702,7 +702,8 @@ fn bench_arrays_logistic(c: &mut Criterion) {
 /// set: seconds per build and about 1.6 GB): tracing alone,
 /// `Gradient::new`, `Hvp::new`, and echidna recording its bytecode tape of
 /// the same function. The instruction counts are printed, for the time per
-/// instruction; `examples/build_rss.rs` in this member measures peak memory.
+/// instruction; `build_rss.rs` beside this file (`--example build_rss`) measures peak
+/// memory.
 fn bench_build(c: &mut Criterion) {
     let mut g = c.benchmark_group("build");
     g.sample_size(10);

@@ -29,7 +29,7 @@ use crate::functor::nested::nest;
 use crate::functor::reverse::pullback_in_place;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
 use crate::program::registers::LANES;
-use crate::program::trace::{trace_builder, trace_captured, Traced, TracedBuilder, Tracer};
+use crate::program::trace::{trace_builder, Traced, TracedBuilder, Tracer};
 use crate::program::{Builder, Program, Registers, Var, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
 use crate::real::Real;
@@ -136,8 +136,16 @@ fn trace_fallible<F>(f: F, x: &[f64]) -> Result<Traced>
 where
     F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
 {
+    Ok(trace_fallible_builder(f, x)?.finish())
+}
+
+/// [`trace_fallible`], handing back the builder the trace was recorded in.
+fn trace_fallible_builder<F>(f: F, x: &[f64]) -> Result<TracedBuilder>
+where
+    F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
+{
     let mut err = None;
-    let traced = trace_captured(
+    let traced = trace_builder(
         |t| {
             f(t).unwrap_or_else(|e| {
                 err = Some(e);
@@ -171,20 +179,7 @@ fn trace_builder_at<T: Real, F>(f: F, x: &[T]) -> Result<(TracedBuilder, Vec<T>)
 where
     F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
 {
-    let mut err = None;
-    let traced = trace_builder(
-        |t| {
-            f(t).unwrap_or_else(|e| {
-                err = Some(e);
-                Vec::new()
-            })
-        },
-        &primals(x),
-    );
-    if let Some(e) = err {
-        return Err(e);
-    }
-    let traced = traced?;
+    let traced = trace_fallible_builder(f, &primals(x))?;
     let mut inputs = x.to_vec();
     for c in &traced.captures {
         inputs.push(T::from_tracer(*c).ok_or(Error::CapturedOutsideTrace(traced.captures.len()))?);

@@ -348,12 +348,7 @@ impl fmt::Display for ArrayProgram {
             writeln!(f, "  %{i}: {} = {rhs}", self.shapes[i])?;
         }
         for g in &self.guards {
-            let rel = match g.ordering {
-                Some(std::cmp::Ordering::Less) => "<",
-                Some(std::cmp::Ordering::Equal) => "==",
-                Some(std::cmp::Ordering::Greater) => ">",
-                None => "unordered with",
-            };
+            let rel = crate::program::fmt::relation(g.ordering);
             writeln!(f, "  guard {} {rel} {}", name(g.a), name(g.b))?;
         }
         write!(f, "  return {}", outs.join(", "))

@@ -3,7 +3,7 @@
 
 use crate::error::{Error, Result};
 use crate::optic::Optic;
-use crate::program::{Builder, Instr, OptVar, Program, Staged, Var};
+use crate::program::{block_starts, Builder, Instr, OptVar, Program, Staged, Var};
 use crate::rules;
 use crate::rules::CustomRule;
 
@@ -61,16 +61,7 @@ pub(crate) fn reverse_joint_ordered(
     // The joint's input blocks: p's inputs, then the cotangents of p's
     // outputs. Declared in the requested order.
     let joint_in: Vec<usize> = in_w.iter().chain(out_w).copied().collect();
-    let starts = |w: &[usize]| -> Vec<usize> {
-        w.iter()
-            .scan(0, |acc, &x| {
-                let s = *acc;
-                *acc += x;
-                Some(s)
-            })
-            .collect()
-    };
-    let in_starts = starts(&joint_in);
+    let in_starts = block_starts(&joint_in);
     let mut joint_vars = vec![Var(0); p.n_inputs + p.outputs.len()];
     for &blk in in_order {
         for i in 0..joint_in[blk] {
@@ -88,7 +79,7 @@ pub(crate) fn reverse_joint_ordered(
         joint_outs.push(g);
     }
     let joint_out_w: Vec<usize> = out_w.iter().chain(in_w).copied().collect();
-    let out_starts = starts(&joint_out_w);
+    let out_starts = block_starts(&joint_out_w);
     let mut outs = Vec::with_capacity(joint_outs.len());
     for &blk in out_order {
         outs.extend_from_slice(&joint_outs[out_starts[blk]..out_starts[blk] + joint_out_w[blk]]);

@@ -48,14 +48,19 @@ impl fmt::Display for Program {
             writeln!(f, "  %{i} = {rhs}")?;
         }
         for g in &self.guards {
-            let rel = match g.ordering {
-                Some(std::cmp::Ordering::Less) => "<",
-                Some(std::cmp::Ordering::Equal) => "==",
-                Some(std::cmp::Ordering::Greater) => ">",
-                None => "unordered with",
-            };
-            writeln!(f, "  guard {} {rel} {}", v(g.a), v(g.b))?;
+            writeln!(f, "  guard {} {} {}", v(g.a), relation(g.ordering), v(g.b))?;
         }
         write!(f, "  return {}", outs.join(", "))
+    }
+}
+
+/// How a guard's recorded comparison prints: `<`, `==`, `>`, or
+/// `unordered with` (a NaN was involved).
+pub(crate) fn relation(ordering: Option<std::cmp::Ordering>) -> &'static str {
+    match ordering {
+        Some(std::cmp::Ordering::Less) => "<",
+        Some(std::cmp::Ordering::Equal) => "==",
+        Some(std::cmp::Ordering::Greater) => ">",
+        None => "unordered with",
     }
 }

@@ -3,7 +3,7 @@
 
 pub(crate) mod custom;
 pub(crate) mod eval;
-mod fmt;
+pub(crate) mod fmt;
 pub(crate) mod ir;
 #[cfg(feature = "jit")]
 pub(crate) mod native;
@@ -15,7 +15,7 @@ pub(crate) mod trace;
 pub use eval::Workspace;
 pub use ir::{Args, Builder, Guard, Op, Program, Var, MAX_ARITY, MAX_RULES};
 pub(crate) use ir::{Instr, OptVar};
-pub(crate) use passes::{live_from, Seed};
+pub(crate) use passes::{block_starts, live_from, Seed};
 pub use registers::Registers;
 pub use staging::{split_stages, Stage, Staged, StagedWorkspace};
 pub use trace::{trace, Tracer};

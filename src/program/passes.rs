@@ -86,7 +86,8 @@ impl Program {
         if live.iter().all(|&l| l) {
             return self;
         }
-        let mut code = self.code;
+        let mut p = self;
+        let mut code = std::mem::take(&mut p.code);
         let mut map = vec![Var(0); code.len()];
         let mut next = 0usize;
         for i in 0..code.len() {
@@ -98,18 +99,9 @@ impl Program {
         }
         code.truncate(next);
         code.shrink_to_fit();
-        let outputs = self.outputs.iter().map(|v| map[v.index()]).collect();
-        let guards = renumber_guards(&self.guards, &map);
-        Program::from_parts(
-            self.n_inputs,
-            code,
-            outputs,
-            guards,
-            self.rules,
-            self.defect,
-            self.input_blocks,
-            self.output_blocks,
-        )
+        let outputs = p.outputs.iter().map(|v| map[v.index()]).collect();
+        let guards = renumber_guards(&p.guards, &map);
+        p.with_code(code, outputs, guards)
     }
 
     /// Which instructions an output or a guard needs; inputs are always
@@ -236,16 +228,7 @@ impl Program {
                 len: self.output_blocks.len(),
             });
         }
-        let starts = |w: &[usize]| -> Vec<usize> {
-            w.iter()
-                .scan(0, |acc, &x| {
-                    let s = *acc;
-                    *acc += x;
-                    Some(s)
-                })
-                .collect()
-        };
-        let in_starts = starts(&self.input_blocks);
+        let in_starts = block_starts(&self.input_blocks);
         let mut new_index = vec![0u32; self.n_inputs];
         let mut next = 0u32;
         for &blk in input_perm {
@@ -254,7 +237,7 @@ impl Program {
                 next += 1;
             }
         }
-        let out_starts = starts(&self.output_blocks);
+        let out_starts = block_starts(&self.output_blocks);
         let mut outputs = Vec::with_capacity(self.outputs.len());
         for &blk in output_perm {
             outputs.extend_from_slice(
@@ -425,6 +408,17 @@ pub(crate) fn live_from<'a>(code: &[Instr], roots: impl IntoIterator<Item = &'a 
         }
     }
     live
+}
+
+/// Where each block starts, given the block widths `w`.
+pub(crate) fn block_starts(w: &[usize]) -> Vec<usize> {
+    w.iter()
+        .scan(0, |acc, &x| {
+            let s = *acc;
+            *acc += x;
+            Some(s)
+        })
+        .collect()
 }
 
 /// The guards with their operands renumbered by `map`.
