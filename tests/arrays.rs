@@ -442,6 +442,41 @@ fn shape_errors_are_errors() {
     assert!(matches!(e, Err(Error::IndexOutOfRange { .. })), "{e:?}");
     let e = array::gradient(|t| Ok(t.gather(&Indices::new(&[0, 3]))?.sum()), &x);
     assert!(matches!(e, Err(Error::IndexOutOfRange { .. })), "{e:?}");
+    // The first index out of range is the one reported (the indices'
+    // bound is found once, when they are made).
+    let idx = Indices::new(&[0, 4, 1, 7, 2]);
+    let e = array::gradient(|t| Ok(t.gather(&idx)?.sum()), &x);
+    assert!(
+        matches!(
+            e,
+            Err(Error::IndexOutOfRange {
+                index: 4,
+                len: 3,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    let e = array::gradient(
+        |t| {
+            Ok(t.slice(0, 2)?
+                .concat(&t.slice(0, 3)?)
+                .scatter_add(&idx, 5)?
+                .sum())
+        },
+        &x,
+    );
+    assert!(
+        matches!(
+            e,
+            Err(Error::IndexOutOfRange {
+                index: 7,
+                len: 5,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
     let e = array::gradient(|t| Ok(t.scatter_add(&Indices::new(&[0, 1]), 3)?.sum()), &x);
     assert!(matches!(e, Err(Error::LengthMismatch { .. })), "{e:?}");
     let m = Arc::new(Matrix::new(2, 2, vec![1.0; 4]).unwrap());

@@ -22,32 +22,46 @@ use crate::real::Real;
 /// assert_eq!(idx.as_slice(), &[2, 0, 2]);
 /// ```
 #[derive(Clone, Debug, PartialEq)]
-pub struct Indices(pub(crate) Arc<[u32]>);
+pub struct Indices {
+    pub(crate) idx: Arc<[u32]>,
+    /// One more than the largest index (0 for none), found once here, so
+    /// that tracing a gather or scatter-add checks its indices in O(1).
+    pub(crate) bound: usize,
+}
 
 impl Indices {
     /// Indices from `usize`s. An index above `u32::MAX` becomes
     /// `u32::MAX`, which every use reports as out of range.
     pub fn new(idx: &[usize]) -> Indices {
-        Indices(
-            idx.iter()
-                .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
-                .collect(),
-        )
+        let idx: Arc<[u32]> = idx
+            .iter()
+            .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
+            .collect();
+        let bound = super::ir::index_bound(&idx);
+        Indices { idx, bound }
     }
 
     /// Number of indices.
     pub fn len(&self) -> usize {
-        self.0.len()
+        self.idx.len()
     }
 
     /// Whether there are none.
     pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.idx.is_empty()
     }
 
     /// The indices.
     pub fn as_slice(&self) -> &[u32] {
-        &self.0
+        &self.idx
+    }
+
+    /// The first index at or above `len`, if any (O(1) when there is none).
+    pub(crate) fn first_outside(&self, len: usize) -> Option<usize> {
+        if self.bound <= len {
+            return None;
+        }
+        self.idx.iter().map(|&i| i as usize).find(|&i| i >= len)
     }
 }
 
@@ -365,7 +379,7 @@ impl<T: Real> Array for Dense<T> {
     }
 
     fn gather(&self, idx: &Indices) -> Result<Self> {
-        idx.0
+        idx.idx
             .iter()
             .map(|&i| {
                 self.0
@@ -384,7 +398,7 @@ impl<T: Real> Array for Dense<T> {
     fn scatter_add(&self, idx: &Indices, len: usize) -> Result<Self> {
         check_len("scatter_add: indices vs values", self.len(), idx.len())?;
         let mut out = vec![T::cst(0.0); len];
-        for (&x, &i) in self.0.iter().zip(idx.0.iter()) {
+        for (&x, &i) in self.0.iter().zip(idx.idx.iter()) {
             let slot = out.get_mut(i as usize).ok_or(Error::IndexOutOfRange {
                 what: "scatter_add: index",
                 index: i as usize,

@@ -235,31 +235,33 @@ impl Array for TArray {
     }
 
     fn gather(&self, idx: &Indices) -> Result<Self> {
-        if let Some(&bad) = idx.0.iter().find(|&&i| i as usize >= self.len) {
+        if let Some(bad) = idx.first_outside(self.len) {
             return Err(Error::IndexOutOfRange {
                 what: "gather: index",
-                index: bad as usize,
+                index: bad,
                 len: self.len,
             });
         }
         Ok(array_of(
-            with_top(&[self.trace], |b| b.gather(self.var, idx.0.clone())),
+            with_top(&[self.trace], |b| {
+                b.gather_bounded(self.var, idx.idx.clone(), idx.bound)
+            }),
             idx.len(),
         ))
     }
 
     fn scatter_add(&self, idx: &Indices, len: usize) -> Result<Self> {
         check_len("scatter_add: indices vs values", self.len, idx.len())?;
-        if let Some(&bad) = idx.0.iter().find(|&&i| i as usize >= len) {
+        if let Some(bad) = idx.first_outside(len) {
             return Err(Error::IndexOutOfRange {
                 what: "scatter_add: index",
-                index: bad as usize,
+                index: bad,
                 len,
             });
         }
         Ok(array_of(
             with_top(&[self.trace], |b| {
-                b.scatter_add(self.var, idx.0.clone(), len)
+                b.scatter_add_bounded(self.var, idx.idx.clone(), len, idx.bound)
             }),
             len,
         ))
