@@ -15,6 +15,10 @@ use optic_ad::functor::nested_derivatives;
 use optic_ad::{trace, Derivatives, Gradient, Hvp, Real, Tracer, Workspace};
 use typenum::U3;
 
+#[path = "../examples/minimal_surface.rs"]
+#[allow(dead_code)]
+mod minimal_surface;
+
 // ---------- Extended Rosenbrock, n = 100 ----------
 
 const N: usize = 100;
@@ -695,6 +699,124 @@ fn bench_arrays_logistic(c: &mut Criterion) {
     g.finish();
 }
 
+/// The minimal-surface example's problem as a plain-Rust loop: the padded
+/// `(N + 2)²` grid holds the boundary values once; each call copies the
+/// unknowns into its interior and sums MINPACK-2's `2 (N + 1)²` triangle
+/// terms (lower-left `(i, j), (i+1, j), (i, j+1)` for `0 ≤ i, j ≤ N`,
+/// upper-right `(i, j), (i−1, j), (i, j−1)` for `1 ≤ i, j ≤ N + 1`). No
+/// allocation per call: the `f` the array tier's ratios divide by.
+struct SurfaceLoop {
+    n: usize,
+    h: f64,
+    grid: Vec<f64>,
+}
+
+impl SurfaceLoop {
+    fn new(p: &minimal_surface::MinimalSurface) -> Self {
+        let n = p.n();
+        let m = n + 2;
+        let zeros = vec![0.0; p.unknowns()];
+        let mut grid = vec![0.0; m * m];
+        for j in 0..m {
+            for i in 0..m {
+                grid[j * m + i] = p.value(&zeros, i, j).unwrap();
+            }
+        }
+        SurfaceLoop { n, h: p.h(), grid }
+    }
+
+    fn area(&mut self, v: &[f64]) -> f64 {
+        let (n, h) = (self.n, self.h);
+        let m = n + 2;
+        for (row, src) in v.chunks_exact(n).enumerate() {
+            let start = (row + 1) * m + 1;
+            self.grid[start..start + n].copy_from_slice(src);
+        }
+        let g = &self.grid;
+        let inv_h = 1.0 / h;
+        let term = |c: f64, x: f64, y: f64| {
+            let (a, b) = ((x - c) * inv_h, (y - c) * inv_h);
+            (1.0 + a * a + b * b).sqrt()
+        };
+        let mut s = 0.0;
+        for j in 0..=n {
+            for i in 0..=n {
+                let k = j * m + i;
+                s += term(g[k], g[k + 1], g[k + m]);
+            }
+        }
+        for j in 1..=n + 1 {
+            for i in 1..=n + 1 {
+                let k = j * m + i;
+                s += term(g[k], g[k - 1], g[k - m]);
+            }
+        }
+        s * (0.5 * h * h)
+    }
+}
+
+/// The minimal-surface area (the example `minimal_surface`, written with
+/// the array API) at N = 100, 300, 1000 (10⁴ … 10⁶ unknowns): gradient and
+/// HVP against the plain loop [`SurfaceLoop`], and the cost of building,
+/// at a point near MINPACK-2's start. `benches/peers.py` times JAX on the
+/// same grid and point.
+fn bench_arrays_minimal_surface(c: &mut Criterion) {
+    use minimal_surface::{area, MinimalSurface};
+    use optic_ad::array;
+    let mut g = c.benchmark_group("arrays_minimal_surface");
+    g.sample_size(10);
+    for n in [100usize, 300, 1000] {
+        let p = MinimalSurface::new(n).unwrap();
+        let x: Vec<f64> = p
+            .start()
+            .iter()
+            .enumerate()
+            .map(|(i, s)| s + 0.1 * (i as f64 * 0.7).sin())
+            .collect();
+        let v: Vec<f64> = (0..x.len()).map(|i| (i as f64 * 1.3).cos()).collect();
+        let f = |t: &array::TArray| area(t, &p);
+        let mut plain = SurfaceLoop::new(&p);
+        let mut grad = array::Gradient::new(f, &x).unwrap();
+        let mut out = vec![0.0; x.len()];
+        let value = grad.eval(&x, &mut out).unwrap();
+        let mut h = array::Hvp::new(f, &x).unwrap();
+        h.linearize(&x).unwrap();
+        let mut hv = vec![0.0; x.len()];
+        h.apply(&v, &mut hv).unwrap();
+        // The array program's value against the plain loop, and (at the
+        // smallest N) its gradient and HVP against the scalar trace of the
+        // same function run on `Dense<Tracer>` (tests/minimal_surface.rs
+        // checks both against num-dual and a hand-derived gradient).
+        let plain_value = plain.area(&x);
+        assert!((value - plain_value).abs() <= 1e-12 * plain_value.abs());
+        if n == 100 {
+            let scalar = |t: &[Tracer]| area(&array::Dense(t.to_vec()), &p).unwrap();
+            let g_ref = optic_ad::gradient(scalar, &x).unwrap();
+            let hv_ref = optic_ad::hvp(scalar, &x, &v).unwrap();
+            assert!(close(&out, &g_ref) && close(&hv, &hv_ref));
+        }
+        g.bench_function(format!("N={n}/f64 f"), |b| {
+            b.iter(|| plain.area(black_box(&x)))
+        });
+        g.bench_function(format!("N={n}/gradient"), |b| {
+            b.iter(|| grad.eval(black_box(&x), &mut out).unwrap())
+        });
+        g.bench_function(format!("N={n}/hvp (linearize + apply)"), |b| {
+            b.iter(|| {
+                h.linearize(black_box(&x)).unwrap();
+                h.apply(black_box(&v), &mut hv).unwrap()
+            })
+        });
+        g.bench_function(format!("N={n}/hvp (apply)"), |b| {
+            b.iter(|| h.apply(black_box(&v), &mut hv).unwrap())
+        });
+        g.bench_function(format!("N={n}/build Hvp"), |b| {
+            b.iter(|| array::Hvp::new(f, black_box(&x)).unwrap())
+        });
+    }
+    g.finish();
+}
+
 // ---------- Building: tracing and deriving, per instruction ----------
 
 /// How long the compiled drivers take to build on the scalar Rosenbrock
@@ -747,6 +869,6 @@ fn bench_build(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_build, bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic
+    targets = bench_build, bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic, bench_arrays_minimal_surface
 }
 criterion_main!(benches);

@@ -4,13 +4,20 @@
 //! resident set (`VmHWM` in `/proc/self/status`, Linux) per instruction of
 //! the built programs. One size per process, so each peak is its own.
 //!
+//! `array-hvp` instead builds `array::Hvp` on Rosenbrock written with the
+//! array API, runs three linearize + apply rounds and prints the process's
+//! whole peak resident set (the issue's "peak RSS at n = 10⁶"), with the
+//! part that was there before the build (binary, the caller's `x`, `v`).
+//!
 //! ```text
 //! cargo run --release -p optic-ad-bench --example build_rss -- hvp 1000000
 //! cargo run --release -p optic-ad-bench --example build_rss -- gradient 100000
+//! cargo run --release -p optic-ad-bench --example build_rss -- array-hvp 1000000
 //! ```
 
 use std::time::Instant;
 
+use optic_ad::array::{self, Array};
 use optic_ad::{Gradient, Hvp, Real};
 
 fn rosenbrock<T: Real>(x: &[T]) -> T {
@@ -21,6 +28,46 @@ fn rosenbrock<T: Real>(x: &[T]) -> T {
         s += a * a * 100.0 + b * b;
     }
     s
+}
+
+fn rosenbrock_array<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+    let n = x.len();
+    let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
+    Ok(a.map2(&b, |a, b| {
+        let t = b - a * a;
+        let u = -a + 1.0;
+        t * t * 100.0 + u * u
+    })?
+    .sum())
+}
+
+/// `array::Hvp` at size `n`: three linearize + apply rounds, then the
+/// process's peak resident set.
+fn array_hvp(x: &[f64]) {
+    let v: Vec<f64> = (0..x.len()).map(|i| ((i as f64) * 1.3).cos()).collect();
+    let mut hv = vec![0.0; x.len()];
+    let before = status_kb("VmHWM:");
+    let t = Instant::now();
+    let mut h = array::Hvp::new(rosenbrock_array, x).unwrap();
+    let built = t.elapsed();
+    for _ in 0..3 {
+        h.linearize(x).unwrap();
+        h.apply(&v, &mut hv).unwrap();
+    }
+    print!(
+        "array-hvp n={}: {} array instructions built in {:.1} µs",
+        x.len(),
+        h.program().len(),
+        built.as_secs_f64() * 1e6
+    );
+    match (before, status_kb("VmHWM:")) {
+        (Some(b), Some(a)) => println!(
+            "; peak RSS after 3 linearize + apply {:.1} MB ({:.1} MB before building)",
+            a as f64 / 1024.0,
+            b as f64 / 1024.0
+        ),
+        _ => println!("; peak RSS unavailable (no /proc/self/status)"),
+    }
 }
 
 /// A field of `/proc/self/status` in kB (`None` off Linux).
@@ -37,6 +84,10 @@ fn main() {
     let x: Vec<f64> = (0..n)
         .map(|i| 0.5 + 0.4 * ((i as f64) * 0.7).sin())
         .collect();
+    if what == "array-hvp" {
+        array_hvp(&x);
+        return;
+    }
     let before = status_kb("VmHWM:");
     let t = Instant::now();
     let len = match what.as_str() {
@@ -47,7 +98,7 @@ fn main() {
             l.len() + r.len()
         }
         other => {
-            eprintln!("unknown driver {other:?}: use gradient or hvp");
+            eprintln!("unknown driver {other:?}: use gradient, hvp or array-hvp");
             std::process::exit(2);
         }
     };

@@ -146,6 +146,96 @@ def run_jax_scaling():
     return out
 
 
+def minimal_surface_problem(n):
+    """The example minimal_surface's grid (MINPACK-2's minimal-surface area
+    with Scherk's surface as boundary values) and the bench point: padded
+    (n+2) x (n+2) boundary grid B[j, i] at (i h, j h), zeros inside, and
+    the unknowns v[(j-1) n + (i-1)] = MINPACK-2's start + 0.1 sin(0.7 k),
+    as bench_arrays_minimal_surface in benches/ad.rs."""
+    h = 1.0 / (n + 1)
+    m = n + 2
+    a = 2.0
+    c = np.arange(m) * h
+    X, Y = np.meshgrid(c, c)  # X[j, i] = i h, Y[j, i] = j h
+    B = np.log(np.cos(a * (Y - 0.5)) / np.cos(a * (X - 0.5))) / a
+    B[1:-1, 1:-1] = 0.0
+    alpha = (np.arange(1, n + 1) * h)[:, None]  # j h, by rows
+    beta = (np.arange(1, n + 1) * h)[None, :]  # i h, by columns
+    vertical = alpha * B[n + 1, 1:-1][None, :] + (1.0 - alpha) * B[0, 1:-1][None, :]
+    horizontal = beta * B[1:-1, n + 1][:, None] + (1.0 - beta) * B[1:-1, 0][:, None]
+    start = (0.5 * (vertical + horizontal)).ravel()
+    k = np.arange(n * n)
+    x = start + 0.1 * np.sin(k * 0.7)
+    v = np.cos(k * 1.3)
+    return h, B, x, v
+
+
+def minimal_surface_gradient(n, h, B, x):
+    """MINPACK-2's hand-derived gradient (numpy, no AD): the check of JAX's."""
+    G = B.copy()
+    G[1:-1, 1:-1] = x.reshape(n, n)
+    g = np.zeros_like(G)
+    m = n + 2
+    for lower in (True, False):
+        if lower:  # (i, j), (i+1, j), (i, j+1) for 0 <= i, j <= n
+            c = G[: m - 1, : m - 1]
+            px, py = G[: m - 1, 1:], G[1:, : m - 1]
+            sc, sx, sy = (slice(0, m - 1), slice(0, m - 1)), (slice(0, m - 1), slice(1, m)), (slice(1, m), slice(0, m - 1))
+        else:  # (i, j), (i-1, j), (i, j-1) for 1 <= i, j <= n+1
+            c = G[1:, 1:]
+            px, py = G[1:, : m - 1], G[: m - 1, 1:]
+            sc, sx, sy = (slice(1, m), slice(1, m)), (slice(1, m), slice(0, m - 1)), (slice(0, m - 1), slice(1, m))
+        ax, ay = (px - c) / h, (py - c) / h
+        root = np.sqrt(1.0 + ax * ax + ay * ay)
+        gx, gy = 0.5 * h * ax / root, 0.5 * h * ay / root
+        g[sx] += gx
+        g[sy] += gy
+        g[sc] -= gx + gy
+    return g[1:-1, 1:-1].ravel()
+
+
+def run_jax_minimal_surface():
+    """The minimal-surface area on N x N grids (bench group
+    arrays_minimal_surface), N = 100, 300, 1000: f, gradient, HVP, and the
+    time of the first HVP call (tracing and XLA compilation)."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    out = {}
+    for n in (100, 300, 1000):
+        h, B, x, v = minimal_surface_problem(n)
+        Bj = jnp.asarray(B)
+
+        def area(u, n=n, h=h, Bj=Bj):
+            G = Bj.at[1:-1, 1:-1].set(u.reshape(n, n))
+            dx = (G[:, 1:] - G[:, :-1]) / h  # (m, m-1): G[j, i+1] - G[j, i]
+            dy = (G[1:, :] - G[:-1, :]) / h  # (m-1, m): G[j+1, i] - G[j, i]
+            lower = jnp.sqrt(1.0 + dx[:-1, :] ** 2 + dy[:, :-1] ** 2)
+            upper = jnp.sqrt(1.0 + dx[1:, :] ** 2 + dy[:, 1:] ** 2)
+            return 0.5 * h * h * (jnp.sum(lower) + jnp.sum(upper))
+
+        xj, vj = jnp.asarray(x), jnp.asarray(v)
+        f = jax.jit(area)
+        g = jax.jit(jax.grad(area))
+        hv = jax.jit(lambda x, v, area=area: jax.jvp(jax.grad(area), (x,), (v,))[1])
+        t0 = time.perf_counter_ns()
+        hv(xj, vj).block_until_ready()
+        compile_ns = time.perf_counter_ns() - t0
+        gref = minimal_surface_gradient(n, h, B, x)
+        assert np.allclose(np.asarray(g(xj)), gref, rtol=1e-10, atol=1e-14 * np.abs(gref).max())
+        assert np.all(np.isfinite(np.asarray(hv(xj, vj))))
+        repeats = 15 if n < 1000 else 7
+        out[f"arrays_minimal_surface N={n}"] = {
+            "f": median_ns(lambda: f(xj).block_until_ready(), repeats=repeats),
+            "gradient": median_ns(lambda: g(xj).block_until_ready(), repeats=repeats),
+            "hvp": median_ns(lambda: hv(xj, vj).block_until_ready(), repeats=repeats),
+            "first hvp call (trace + compile)": compile_ns,
+        }
+    return out
+
+
 def run_casadi():
     import casadi as ca
 
@@ -201,6 +291,8 @@ def main():
             merged.setdefault(group, {})[name] = times
     try:
         for group, times in run_jax_scaling().items():
+            merged.setdefault(group, {})["jax"] = times
+        for group, times in run_jax_minimal_surface().items():
             merged.setdefault(group, {})["jax"] = times
     except ImportError as e:
         print(f"jax: not installed ({e})")
