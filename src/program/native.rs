@@ -12,13 +12,15 @@
 //!   goes through the register file in memory (a store at the end of the
 //!   function that last wrote it, a load in the first that reads it).
 //! * **Block kernels** ([`compile_block`]), for the array tier's `map`:
-//!   the body as one loop over a block of [`BLOCK`] elements, two elements
-//!   per iteration in the two lanes of an SSE2 register.
+//!   the body as a loop over a block of [`BLOCK`] elements, two elements
+//!   per iteration in the two lanes of an SSE2 register; a body that calls
+//!   out as several loops over the block, one per call and one per run of
+//!   arithmetic between calls ([`pieces`]).
 //!
 //! Every instruction computes the floating-point operation the
 //! interpreter computes, with the operands in the same order: `+ − · /`,
 //! negation, `sqrt` and `abs` as machine instructions (all exact in IEEE
-//! 754, so the same bits), a product fused into a sum as two separate
+//! 754, so the same bits), `select` as a comparison and a blend, a product fused into a sum as two separate
 //! roundings (never a fused multiply-add), and every other primitive as a
 //! call to the very Rust function the interpreter runs
 //! ([`Prim::native_value`]). So the results equal the interpreter's bit
@@ -36,9 +38,9 @@ use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
-use cranelift_codegen::ir::condcodes::IntCC;
+use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F64, F64X2, I32, I64};
-use cranelift_codegen::ir::{AbiParam, InstBuilder, MemFlagsData, SigRef, Type, Value};
+use cranelift_codegen::ir::{AbiParam, Endianness, InstBuilder, MemFlagsData, SigRef, Type, Value};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -170,6 +172,7 @@ impl NativeCode {
     /// the inputs. Afterwards `r[out_base..]` holds the outputs and
     /// `r[guard_base..]` the guard operands. Returns `false`, running
     /// nothing, if `x` is too short.
+    #[inline]
     pub(crate) fn run(&self, r: &mut Vec<f64>, x: &[f64]) -> bool {
         if x.len() < self.x_len {
             return false;
@@ -189,6 +192,12 @@ impl NativeCode {
             unsafe { f(r.as_mut_ptr(), x.as_ptr()) };
         }
         true
+    }
+
+    /// Rows of [`BLOCK`] values a block kernel's `y` must have: guard
+    /// operands, outputs and scratch.
+    pub(crate) fn block_rows(&self) -> usize {
+        self.r_len.div_ceil(BLOCK)
     }
 
     /// Runs a block kernel on `x` (the body's inputs, one block each) into
@@ -241,14 +250,17 @@ fn module(fast_code: bool) -> Option<JITModule> {
     )))
 }
 
-/// Whether native code would call out for this instruction (a primitive
-/// other than the arithmetic, `sqrt` and `abs`). Kernels with calls stay
-/// register code: every machine register holding a value is
-/// caller-saved, so each call, once per element, spills them all, while
-/// the register code calls the function over a whole block at once.
+/// Whether native code calls out for this instruction (a primitive other
+/// than the arithmetic, `sqrt`, `abs` and `select`). A block kernel makes
+/// such a call in a loop of its own over the block ([`Piece::Call`]):
+/// every machine register holding a value is caller-saved, so a call per
+/// element inside the vector loop would spill them all each time.
 fn calls(ins: &Ins) -> bool {
     match *ins {
         Ins::Unary { prim, .. } => !matches!(prim, Prim::Sqrt | Prim::Abs),
+        Ins::Ternary {
+            prim: Prim::Select, ..
+        } => false,
         Ins::Binary { .. } | Ins::Ternary { .. } | Ins::Custom { .. } => true,
         _ => false,
     }
@@ -338,6 +350,10 @@ struct Gen<'a, 'f> {
     /// The signature of [`Prim::native_value`].
     sig: SigRef,
     ptr: Type,
+    /// A block kernel with calls: the address of this iteration's lanes
+    /// in `r` and the first scratch row, where a register written in an
+    /// earlier piece of the kernel is read from.
+    scratch: Option<(Value, usize)>,
 }
 
 /// Memory flags of scalar accesses: they cannot trap (every offset is
@@ -374,6 +390,11 @@ impl Gen<'_, '_> {
             Some(c) => self.konst(c),
             None if self.register_file => {
                 self.b.ins().load(self.ty, flags(), self.r, (i * 8) as i32)
+            }
+            None if self.scratch.is_some() => {
+                let (base, row) = self.scratch.unwrap_or((self.r, 0));
+                let at = ((row + i) * BLOCK * 8) as i32;
+                self.b.ins().load(self.ty, vector_flags(), base, at)
             }
             // Not reached: register code writes each register before it
             // reads it.
@@ -441,6 +462,21 @@ impl Gen<'_, '_> {
             });
         }
         out.unwrap_or(zero)
+    }
+
+    /// `select(c, a, b)`: `a` where `c > 0`, else `b` (an ordered
+    /// comparison, false for NaN, as [`Prim::Select`]'s value).
+    fn select(&mut self, c: Value, a: Value, b: Value) -> Value {
+        let zero = self.konst(0.0);
+        let positive = self.b.ins().fcmp(FloatCC::GreaterThan, c, zero);
+        if self.ty == F64 {
+            self.b.ins().select(positive, a, b)
+        } else {
+            // The lane mask (all ones where c > 0) as the bits of `ty`.
+            let little = MemFlagsData::new().with_endianness(Endianness::Little);
+            let mask = self.b.ins().bitcast(self.ty, little, positive);
+            self.b.ins().bitselect(mask, a, b)
+        }
     }
 
     /// Translates one instruction; `false` for a user rule.
@@ -513,6 +549,9 @@ impl Gen<'_, '_> {
                 _ => self.call(prim, param, &[a]),
             },
             Ins::Binary { prim, param, .. } => self.call(prim, param, &[a, b]),
+            Ins::Ternary {
+                prim: Prim::Select, ..
+            } => self.select(a, b, c),
             Ins::Ternary { prim, .. } => self.call(prim, 0, &[a, b, c]),
         };
         self.vals[destination(ins) as usize] = Some(y);
@@ -705,6 +744,7 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
                     inputs: Inputs::Scalar { n: p.n_inputs },
                     sig,
                     ptr,
+                    scratch: None,
                 };
                 let ins = chunk(c);
                 let (next_dst, next_op) = next_reads(ins, n_regs);
@@ -775,77 +815,194 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
     })
 }
 
-/// Compiles a map body's register code as a block kernel: one loop over
-/// [`BLOCK`] elements, two per iteration. `None` if the body calls out
-/// ([`calls`]: user rules and the transcendental primitives), is longer
-/// than the limit, or Cranelift refuses it.
+/// A run of a block kernel ([`compile_block`]).
+#[derive(Debug, PartialEq)]
+enum Piece {
+    /// Instructions without calls, as one loop over the block, two
+    /// elements per iteration; then the registers listed are stored to
+    /// their scratch rows for the pieces after it.
+    Vector(std::ops::Range<usize>, Vec<u32>),
+    /// One instruction that calls out, as a loop of one element per
+    /// iteration that reads its operands from their scratch rows and
+    /// writes its result to its own.
+    Call(usize),
+}
+
+/// The pieces of a body's register code: maximal runs of instructions
+/// without calls, each call on its own, and always a last
+/// [`Piece::Vector`] (possibly empty), which stores the outputs. A vector
+/// piece stores to scratch each register it writes that a later piece
+/// reads before writing it again, or that is an output or guard operand
+/// and not written again.
+fn pieces(rc: &RegisterCode) -> Vec<Piece> {
+    let code = &rc.code;
+    // For each instruction, the last read of the value it writes (before
+    // its register is written again; `None`: never read).
+    let mut last_read: Vec<Option<usize>> = vec![None; code.len()];
+    let mut writer = vec![usize::MAX; rc.n_regs];
+    let mut last_write = vec![usize::MAX; rc.n_regs];
+    for (j, i) in code.iter().enumerate() {
+        let (o, n) = operands(i);
+        for &a in &o[..n] {
+            if let Some(slot) = last_read.get_mut(writer[a as usize]) {
+                *slot = Some(j);
+            }
+        }
+        let d = destination(i) as usize;
+        writer[d] = j;
+        last_write[d] = j;
+    }
+    let mut is_row = vec![false; rc.n_regs];
+    let pairs = rc.guard_regs.iter().flat_map(|&(a, b)| [a, b]);
+    for r in pairs.chain(rc.outputs.iter().copied()) {
+        if let Some(slot) = is_row.get_mut(r as usize) {
+            *slot = true;
+        }
+    }
+    let mut written = vec![false; rc.n_regs];
+    let mut vector = |range: std::ops::Range<usize>| {
+        // Each register's last write in the range, latest first.
+        let mut stores: Vec<u32> = Vec::new();
+        for j in range.clone().rev() {
+            let d = destination(&code[j]);
+            let di = d as usize;
+            if std::mem::replace(&mut written[di], true) {
+                continue;
+            }
+            let read_later = last_read[j].is_some_and(|k| k >= range.end);
+            if read_later || (is_row[di] && last_write[di] == j) {
+                stores.push(d);
+            }
+        }
+        for i in &code[range.clone()] {
+            written[destination(i) as usize] = false;
+        }
+        Piece::Vector(range, stores)
+    };
+    let mut out = Vec::new();
+    let mut start = 0;
+    for (j, i) in code.iter().enumerate() {
+        if calls(i) {
+            if start < j {
+                out.push(vector(start..j));
+            }
+            out.push(Piece::Call(j));
+            start = j + 1;
+        }
+    }
+    // The last piece stores the outputs and guard operands to their own
+    // rows, nothing to scratch.
+    out.push(Piece::Vector(start..code.len(), Vec::new()));
+    out
+}
+
+/// Compiles a map body's register code into a block kernel: the body over
+/// [`BLOCK`] elements, two per iteration. A body that calls out (the
+/// transcendental primitives) runs as several loops over the block
+/// ([`pieces`]): the arithmetic between calls two elements at a time, each
+/// call one element at a time, and the values that cross from one loop to
+/// the next through scratch rows of the output buffer. `None` for user
+/// rules, bodies longer than the limit, or code Cranelift refuses.
 pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode> {
-    if p.defect.is_some()
-        || !rc.customs.is_empty()
-        || rc.code.len() > MAX_BODY
-        || rc.code.iter().any(calls)
-    {
+    if p.defect.is_some() || !rc.customs.is_empty() || rc.code.len() > MAX_BODY {
         return None;
     }
     const W: usize = 2;
     let guard_base = 0;
     let out_base = 2 * rc.guard_regs.len();
     let n_rows = out_base + rc.outputs.len();
-    if n_rows.max(p.n_inputs) * BLOCK > (i32::MAX / 8) as usize {
+    let pieces = pieces(rc);
+    let has_calls = pieces.len() > 1;
+    // Scratch rows (one per register) after the guard and output rows.
+    let scratch_row = n_rows;
+    let total_rows = if has_calls {
+        n_rows + rc.n_regs
+    } else {
+        n_rows
+    };
+    if total_rows.max(p.n_inputs) * BLOCK > (i32::MAX / 8) as usize {
         return None;
     }
     let consts = constant_registers(rc);
+    let pairs = rc.guard_regs.iter().flat_map(|&(a, b)| [a, b]);
+    let rows: Vec<u32> = pairs.chain(rc.outputs.iter().copied()).collect();
+    let at = |reg: u32| ((scratch_row + reg as usize) * BLOCK * 8) as i32;
     let mut module = module(true)?;
     let mut fbc = FunctionBuilderContext::new();
     let id = define(&mut module, &mut fbc, "block", |b, r, x, sig, ptr| {
-        let body = b.create_block();
-        let exit = b.create_block();
-        b.append_block_param(body, I64);
-        let zero = b.ins().iconst(I64, 0);
-        b.ins().jump(body, &[zero.into()]);
-        b.switch_to_block(body);
-        let off = b.block_params(body)[0];
-        let mut g = Gen {
-            b,
-            ty: F64X2,
-            vals: vec![None; rc.n_regs],
-            consts: &consts,
-            r,
-            register_file: false,
-            x,
-            inputs: Inputs::Block { off, n: p.n_inputs },
-            sig,
-            ptr,
-        };
-        for i in &rc.code {
-            if !g.ins(i) {
-                return false;
+        for (k, piece) in pieces.iter().enumerate() {
+            // A loop over the block: `off` is the byte offset of its lanes.
+            let (width, ty) = match piece {
+                Piece::Vector(..) => (W, F64X2),
+                Piece::Call(_) => (1, F64),
+            };
+            let body = b.create_block();
+            let exit = b.create_block();
+            b.append_block_param(body, I64);
+            let zero = b.ins().iconst(I64, 0);
+            b.ins().jump(body, &[zero.into()]);
+            b.switch_to_block(body);
+            let off = b.block_params(body)[0];
+            let base = b.ins().iadd(r, off);
+            let mut g = Gen {
+                b: &mut *b,
+                ty,
+                vals: vec![None; rc.n_regs],
+                consts: &consts,
+                r,
+                register_file: false,
+                x,
+                inputs: Inputs::Block { off, n: p.n_inputs },
+                sig,
+                ptr,
+                scratch: has_calls.then_some((base, scratch_row)),
+            };
+            match piece {
+                Piece::Vector(range, stores) => {
+                    for i in &rc.code[range.clone()] {
+                        if !g.ins(i) {
+                            return false;
+                        }
+                    }
+                    for &reg in stores {
+                        let v = g.get(reg);
+                        g.b.ins().store(vector_flags(), v, base, at(reg));
+                    }
+                    if k + 1 == pieces.len() {
+                        for (row, &reg) in rows.iter().enumerate() {
+                            let v = g.get(reg);
+                            let to = (row * BLOCK * 8) as i32;
+                            g.b.ins().store(vector_flags(), v, base, to);
+                        }
+                    }
+                }
+                Piece::Call(j) => {
+                    let i = &rc.code[*j];
+                    if !g.ins(i) {
+                        return false;
+                    }
+                    let d = destination(i);
+                    let v = g.get(d);
+                    g.b.ins().store(flags(), v, base, at(d));
+                }
             }
-        }
-        let pairs = rc.guard_regs.iter().flat_map(|&(a, b)| [a, b]);
-        let rows: Vec<u32> = pairs.chain(rc.outputs.iter().copied()).collect();
-        let base = g.b.ins().iadd(r, off);
-        for (k, &reg) in rows.iter().enumerate() {
-            let v = g.get(reg);
-            g.b.ins()
-                .store(vector_flags(), v, base, (k * BLOCK * 8) as i32);
-        }
-        let next = g.b.ins().iadd_imm_u(off, (W * 8) as i64);
-        let more =
-            g.b.ins()
+            let next = b.ins().iadd_imm_u(off, (width * 8) as i64);
+            let more = b
+                .ins()
                 .icmp_imm_u(IntCC::UnsignedLessThan, next, (BLOCK * 8) as i64);
-        g.b.ins().brif(more, body, &[next.into()], exit, &[]);
-        g.b.seal_block(body);
-        g.b.switch_to_block(exit);
-        g.b.seal_block(exit);
-        g.b.ins().return_(&[]);
+            b.ins().brif(more, body, &[next.into()], exit, &[]);
+            b.seal_block(body);
+            b.switch_to_block(exit);
+            b.seal_block(exit);
+        }
+        b.ins().return_(&[]);
         true
     })?;
     let (module, entries) = finish(module, &[id])?;
     Some(NativeCode {
         entries,
         x_len: p.n_inputs * BLOCK,
-        r_len: n_rows * BLOCK,
+        r_len: total_rows * BLOCK,
         guard_base,
         out_base,
         n_instructions: rc.code.len(),

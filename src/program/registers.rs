@@ -129,6 +129,9 @@ pub(crate) struct RegisterCode {
 #[derive(Debug, Clone, Default)]
 pub struct Registers {
     regs: Vec<f64>,
+    /// The outputs of `Program::eval_f64_with` (feature `jit`) on the
+    /// register code.
+    outs: Vec<f64>,
 }
 
 impl Registers {
@@ -504,6 +507,45 @@ impl Program {
         self.eval_registers(rc, regs, inputs, outputs)
     }
 
+    /// [`Program::eval_f64`] that hands the outputs to `read` where they
+    /// are, without copying them out: a slice of the register file of the
+    /// native code, or of `regs`' output buffer for the register code. For
+    /// drivers with small fixed-size results ([`crate::Derivatives`]), whose
+    /// copy through `outputs` cost more than the program.
+    ///
+    /// # Errors
+    ///
+    /// As [`Program::eval_f64`], except that there is no output length to
+    /// get wrong.
+    #[cfg(feature = "jit")]
+    #[inline]
+    pub(crate) fn eval_f64_with<R>(
+        &self,
+        regs: &mut Registers,
+        inputs: &[f64],
+        read: impl FnOnce(&[f64]) -> R,
+    ) -> Result<R> {
+        self.check_run(inputs.len(), None)?;
+        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
+        let n_out = self.outputs.len();
+        if let Some(nc) = self.native_when_hot(rc) {
+            let r = &mut regs.regs;
+            if nc.run(r, inputs) {
+                if !rc.guard_regs.is_empty() {
+                    let g = nc.guard_base;
+                    check_guard_operands(&self.guards, |i, _| (r[g + 2 * i], r[g + 2 * i + 1]))?;
+                }
+                return Ok(read(&r[nc.out_base..nc.out_base + n_out]));
+            }
+        }
+        let mut outs = std::mem::take(&mut regs.outs);
+        outs.resize(n_out, 0.0);
+        let run = self.eval_registers(rc, regs, inputs, &mut outs);
+        let result = run.map(|()| read(&outs));
+        regs.outs = outs;
+        result
+    }
+
     /// The native code of the whole program (feature `jit`), compiled on
     /// first use.
     #[cfg(feature = "jit")]
@@ -621,7 +663,8 @@ impl Program {
             let mut y = Vec::new();
             let r = self.eval_f64_block_native(nc, &mut x, |k| inputs[k as usize], &mut y);
             if r.is_ok() {
-                outputs.copy_from_slice(&y[nc.out_base..]);
+                let n = outputs.len();
+                outputs.copy_from_slice(&y[nc.out_base..nc.out_base + n]);
             }
             Some(r)
         }
@@ -650,7 +693,10 @@ impl Program {
         }
         x.clear();
         x.extend((0..self.n_inputs as u32).map(input));
-        y.resize(nc.out_base + self.outputs.len(), [0.0; N]);
+        y.resize(
+            nc.block_rows().max(nc.out_base + self.outputs.len()),
+            [0.0; N],
+        );
         if !nc.run_block(x, y) {
             // Not reached: the kernel was compiled for this program and N.
             return self.eval_f64_block(&mut Vec::new(), |k| x[k as usize], &mut y[nc.out_base..]);
