@@ -152,6 +152,30 @@ fn step(n: usize) -> impl Strategy<Value = Step> {
     ]
 }
 
+/// Recipes on vectors of 2050 … 2200 elements (a few runs make their map
+/// bodies hot for the native backend), without matrices.
+#[cfg(feature = "jit")]
+fn long_recipe_point_dir() -> impl Strategy<Value = (Recipe, Vec<f64>, Vec<f64>)> {
+    (2050..2200usize).prop_flat_map(|n| {
+        let idx = prop::collection::vec(0..n, n);
+        let step = prop_oneof![
+            (0..6u8).prop_map(Step::Unary),
+            ((0..5u8), (0..4usize)).prop_map(|(k, j)| Step::Binary(k, j)),
+            (0..5u8).prop_map(Step::WithSum),
+            (0..n).prop_map(Step::Rotate),
+            idx.clone().prop_map(Step::Gather),
+            idx.prop_map(Step::Scatter),
+            Just(Step::Ternary),
+            Just(Step::Quaternary),
+        ];
+        (
+            prop::collection::vec(step, 1..6).prop_map(move |steps| Recipe { n, steps }),
+            prop::collection::vec(-1.5..1.5f64, n),
+            prop::collection::vec(-1.0..1.0f64, n),
+        )
+    })
+}
+
 fn recipe() -> impl Strategy<Value = Recipe> {
     (2..7usize).prop_flat_map(|n| {
         prop::collection::vec(step(n), 1..7).prop_map(move |steps| Recipe { n, steps })
@@ -549,6 +573,43 @@ fn gather_scatter_concat_values() {
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(64))]
 
+    /// `matvec` runs four rows at a time; each entry is still that row's
+    /// `dot` with the vector, bit for bit, for every shape (rows not a
+    /// multiple of four, columns not a multiple of four, none at all).
+    #[test]
+    fn matvec_and_vecmat_keep_their_sums(
+        (rows, cols, data, x) in (0usize..11, 0usize..11).prop_flat_map(|(r, c)| (
+            Just(r),
+            Just(c),
+            prop::collection::vec(-3.0f64..3.0, r * c),
+            prop::collection::vec(-3.0f64..3.0, c),
+        ))
+    ) {
+        let m = Arc::new(Matrix::new(rows, cols, data.clone()).unwrap());
+        let p = array::trace(|t: &[TArray]| TArray::matvec(&m, &t[0]), &[&x]).unwrap();
+        let got = p.eval(&[&x]).unwrap().remove(0);
+        prop_assert_eq!(got.len(), rows);
+        for (r, y) in got.iter().enumerate() {
+            let row = data[r * cols..(r + 1) * cols].to_vec();
+            let q = array::trace(|t: &[TArray]| t[0].dot(&t[1]), &[&row, &x]).unwrap();
+            let want = q.eval(&[&row, &x]).unwrap()[0][0];
+            prop_assert_eq!(y.to_bits(), want.to_bits(), "row {} of {}x{}", r, rows, cols);
+        }
+        // `vecmat` (Mᵀ y) runs four rows per pass; each entry is still the
+        // rows' products added in row order to 0.
+        let y: Vec<f64> = (0..rows).map(|r| (r as f64 * 0.7).sin()).collect();
+        let p = array::trace(|t: &[TArray]| TArray::vecmat(&m, &t[0]), &[&y]).unwrap();
+        let got = p.eval(&[&y]).unwrap().remove(0);
+        prop_assert_eq!(got.len(), cols);
+        for (j, g) in got.iter().enumerate() {
+            let mut want = 0.0;
+            for (r, yr) in y.iter().enumerate() {
+                want += yr * data[r * cols + j];
+            }
+            prop_assert_eq!(g.to_bits(), want.to_bits(), "column {} of {}x{}", j, rows, cols);
+        }
+    }
+
     /// The fused plan (views for slices and pads, sums inside maps, shared
     /// buffers) computes what storing every value computes, bit for bit,
     /// on random programs and their derivatives up to order 3.
@@ -667,4 +728,57 @@ fn workspace_belongs_to_its_program() {
     // Same program text, traced twice: different programs.
     let p2 = array::trace(|t: &[TArray]| Ok(t[0].sum()), &[&x]).unwrap();
     assert!(matches!(ws.run(&p2, &[&x]), Err(Error::WorkspaceMismatch)));
+}
+
+/// With the native backend, a map body is compiled once it has run 2¹⁶
+/// elements; its kernel then reads the views that hold a whole block where
+/// they lie and writes its outputs straight into their buffers, gathering
+/// only the blocks at a view's edges. The gradient, the linearized HVP and
+/// its products after that equal the first run's bit for bit (register
+/// code, except for bodies shared by every program, such as `a + b`, that
+/// earlier cases made hot), on random programs whose views start and end
+/// anywhere in a block.
+/// At least half the programs must have compiled kernels (the others have
+/// only maps the executor runs without their body, such as sums of two).
+#[cfg(feature = "jit")]
+#[test]
+fn native_maps_keep_the_bits() {
+    use proptest::test_runner::{Config, TestRunner};
+    let cases = 24;
+    let hot = std::cell::Cell::new(0u32);
+    let mut runner = TestRunner::new(Config::with_cases(cases));
+    let result = runner.run(&long_recipe_point_dir(), |(r, x, v)| {
+        let n = r.n;
+        let f = |t: &TArray| objective(t, &r);
+        let mut g = array::Gradient::new(f, &x).unwrap();
+        let mut h = array::Hvp::new(f, &x).unwrap();
+        let (mut g0, mut hv0) = (vec![0.0; n], vec![0.0; n]);
+        let y0 = g.eval(&x, &mut g0).unwrap();
+        h.linearize(&x).unwrap();
+        h.apply(&v, &mut hv0).unwrap();
+        let (mut g1, mut hv1) = (vec![0.0; n], vec![0.0; n]);
+        let mut y1 = 0.0;
+        for _ in 0..40 {
+            y1 = g.eval(&x, &mut g1).unwrap();
+            h.linearize(&x).unwrap();
+            h.apply(&v, &mut hv1).unwrap();
+        }
+        if g.program().native_kernels().0 > 0 && h.program().native_kernels().0 > 0 {
+            hot.set(hot.get() + 1);
+        }
+        prop_assert_eq!(y0.to_bits(), y1.to_bits());
+        for k in 0..n {
+            prop_assert_eq!(g0[k].to_bits(), g1[k].to_bits(), "gradient[{}]", k);
+            prop_assert_eq!(hv0[k].to_bits(), hv1[k].to_bits(), "hvp[{}]", k);
+        }
+        Ok(())
+    });
+    if let Err(e) = result {
+        panic!("{e}");
+    }
+    assert!(
+        2 * hot.get() >= cases,
+        "{} of {cases} programs ran hot",
+        hot.get()
+    );
 }

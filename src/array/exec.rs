@@ -1,7 +1,7 @@
 //! Evaluation of array programs: native loops over contiguous `f64`
 //! buffers, map bodies run block-wise.
 
-use super::ir::{AVar, ArrayOp, ArrayProgram, Shape};
+use super::ir::{AVar, ArrayOp, ArrayProgram, Matrix, Shape};
 use crate::error::{Error, Result};
 use crate::program::Registers;
 
@@ -380,9 +380,9 @@ pub struct ArrayWorkspace {
     bufs: Vec<Vec<f64>>,
     regs: Vec<[f64; BLOCK]>,
     outs: Vec<[f64; BLOCK]>,
-    /// A block of each input of a native kernel (feature `jit`).
+    /// The memory of the native kernels (feature `jit`).
     #[cfg(feature = "jit")]
-    kernel_in: Vec<[f64; BLOCK]>,
+    kernel: KernelMemory,
     scalar_regs: Registers,
     scalar_ins: Vec<f64>,
     scalar_outs: Vec<f64>,
@@ -393,6 +393,21 @@ pub struct ArrayWorkspace {
     acc_bufs: Vec<(usize, Vec<f64>)>,
     /// The program this workspace is planned for.
     program: u64,
+}
+
+/// What the native map kernels (feature `jit`) work in, reused from block
+/// to block.
+#[cfg(feature = "jit")]
+#[derive(Clone, Debug, Default)]
+struct KernelMemory {
+    /// A block of each argument that is not read in place.
+    gathered: Vec<[f64; BLOCK]>,
+    /// A kernel's scratch area.
+    scratch: Vec<f64>,
+    /// The addresses of the blocks a kernel reads and of the rows it
+    /// writes.
+    at_inputs: Vec<usize>,
+    at_rows: Vec<usize>,
 }
 
 /// Where a map reads one argument from.
@@ -442,7 +457,7 @@ impl ArrayWorkspace {
             regs: Vec::new(),
             outs: Vec::new(),
             #[cfg(feature = "jit")]
-            kernel_in: Vec::new(),
+            kernel: KernelMemory::default(),
             scalar_regs: Registers::new(),
             scalar_ins: Vec::new(),
             scalar_outs: Vec::new(),
@@ -684,21 +699,8 @@ impl ArrayWorkspace {
                     out[j as usize] += x;
                 }
             }
-            ArrayOp::MatVec { m, v } => {
-                let x = self.buf(*v);
-                for (r, o) in out.iter_mut().enumerate() {
-                    *o = dot(m.row(r), x);
-                }
-            }
-            ArrayOp::VecMat { m, v } => {
-                let x = self.buf(*v);
-                out.fill(0.0);
-                for (r, &xr) in x.iter().enumerate() {
-                    for (o, &mij) in out.iter_mut().zip(m.row(r)) {
-                        *o += xr * mij;
-                    }
-                }
-            }
+            ArrayOp::MatVec { m, v } => matvec(m, self.buf(*v), out),
+            ArrayOp::VecMat { m, v } => vecmat(m, self.buf(*v), out),
             // Run by exec_map.
             ArrayOp::Map { .. } => {}
         }
@@ -860,7 +862,15 @@ impl ArrayWorkspace {
         #[cfg(not(feature = "jit"))]
         let first = 0;
         #[cfg(feature = "jit")]
-        let mut kernel_in = std::mem::take(&mut self.kernel_in);
+        let mut kernel = std::mem::take(&mut self.kernel);
+        // Outputs a native kernel writes straight into their buffers, in
+        // whole blocks: those that neither a sum nor a sum of two takes
+        // (and that have a buffer).
+        #[cfg(feature = "jit")]
+        let plan_ref = &self.plan;
+        #[cfg(feature = "jit")]
+        let plain =
+            |k: usize| plan_ref.acc_into[i + k].is_none() && plan_ref.sum_into[i + k].is_none();
         let bufs = &self.bufs;
         let plan = &self.plan;
         let srcs = &self.srcs;
@@ -877,18 +887,51 @@ impl ArrayWorkspace {
                     None => [f64::NAN; BLOCK],
                 }
             };
+            // Whether the outputs marked `in_place` were written in place.
             #[cfg(feature = "jit")]
             let step = match native {
-                Some(nc) => body.eval_f64_block_native(nc, &mut kernel_in, input, &mut outs),
-                None => body.eval_f64_block(&mut regs, input, &mut outs),
+                Some(nc) => native_block(
+                    body,
+                    nc,
+                    srcs,
+                    |w| root_of(bufs, plan, inputs, w.root),
+                    (i0, cnt),
+                    &mut kernel,
+                    &mut outs,
+                    &mut *targets,
+                    plain,
+                )
+                .and_then(|ran| match ran {
+                    true => Ok(cnt == BLOCK),
+                    // Not reached: the kernel was compiled for this body.
+                    false => body
+                        .eval_f64_block(&mut regs, input, &mut outs[first..])
+                        .map(|()| false),
+                }),
+                None => body
+                    .eval_f64_block(&mut regs, input, &mut outs)
+                    .map(|()| false),
             };
             #[cfg(not(feature = "jit"))]
             let step = body.eval_f64_block(&mut regs, input, &mut outs);
+            #[cfg(feature = "jit")]
+            let placed = match step {
+                Ok(placed) => placed,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            };
+            #[cfg(not(feature = "jit"))]
             if let Err(e) = step {
                 result = Err(e);
                 break;
             }
             for (k, t) in targets.iter_mut().enumerate() {
+                #[cfg(feature = "jit")]
+                if placed && plain(k) && t.len() >= i0 + BLOCK {
+                    continue;
+                }
                 if let Some(acc) = self.plan.acc_into[i + k] {
                     let buf: &mut [f64] = match ext {
                         Some((v, out)) if *v == acc.target => out,
@@ -943,11 +986,81 @@ impl ArrayWorkspace {
         self.outs = outs;
         #[cfg(feature = "jit")]
         {
-            self.kernel_in = kernel_in;
+            self.kernel = kernel;
         }
         self.accs = accs;
         result
     }
+}
+
+/// One block of a map by its native kernel (feature `jit`): elements
+/// `i0 .. i0 + cnt` (`blk`). An argument whose view covers the whole block
+/// is read where it lies; the others (scalars, blocks that reach past a
+/// view's range, the last short block) are gathered into `kernel_in`. An
+/// output `k` with `write_in_place(k)` is written straight into its buffer
+/// when the block is whole and the buffer has it; the others, and the guard operands, go to the
+/// rows of `outs` (outputs from `nc.out_base`). `Ok(false)` if the kernel
+/// did not run (then nothing was written).
+#[cfg(feature = "jit")]
+#[allow(clippy::too_many_arguments)]
+fn native_block<'b>(
+    body: &crate::program::Program,
+    nc: &crate::program::native::NativeCode,
+    srcs: &[Src],
+    root: impl Fn(&View) -> &'b [f64],
+    (i0, cnt): (usize, usize),
+    kernel: &mut KernelMemory,
+    outs: &mut Vec<[f64; BLOCK]>,
+    targets: &mut [Vec<f64>],
+    write_in_place: impl Fn(usize) -> bool,
+) -> Result<bool> {
+    use crate::program::native::BlockArgs;
+    // The block of a view, where the view has it whole.
+    let in_place = |w: &View| -> Option<&'b [f64]> {
+        if cnt < BLOCK || i0 < w.lo || i0 + BLOCK > w.hi {
+            return None;
+        }
+        let s = usize::try_from(i0 as isize + w.shift).ok()?;
+        root(w).get(s..s + BLOCK)
+    };
+    let KernelMemory {
+        gathered,
+        scratch,
+        at_inputs,
+        at_rows,
+    } = kernel;
+    gathered.resize(srcs.len(), [0.0; BLOCK]);
+    for (row, src) in gathered.iter_mut().zip(srcs) {
+        match src {
+            Src::Scalar(c) => *row = [*c; BLOCK],
+            Src::View(w) if in_place(w).is_none() => *row = read_block(root(w), *w, i0, cnt),
+            Src::View(_) => {}
+        }
+    }
+    let first = nc.out_base;
+    outs.resize(first + targets.len(), [0.0; BLOCK]);
+    let mut args = BlockArgs::new(at_inputs, at_rows);
+    for (src, row) in srcs.iter().zip(gathered.iter()) {
+        args.input(match src {
+            Src::View(w) => in_place(w).unwrap_or(row),
+            Src::Scalar(_) => row,
+        });
+    }
+    let (guards, staged) = outs.split_at_mut(first);
+    for row in guards.iter_mut() {
+        args.row(row);
+    }
+    for (k, (row, t)) in staged.iter_mut().zip(targets.iter_mut()).enumerate() {
+        match t.get_mut(i0..i0 + BLOCK) {
+            Some(d) if cnt == BLOCK && write_in_place(k) => args.row(d),
+            _ => args.row(row),
+        }
+    }
+    if !body.run_block_kernel(nc, args, scratch)? {
+        return Ok(false);
+    }
+    body.check_block_guards(nc, outs)?;
+    Ok(true)
 }
 
 /// The elements of value `v`: its buffer, or the caller's slice for an
@@ -1023,6 +1136,89 @@ pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
         s += x * y;
     }
     s
+}
+
+/// `out = M x`, each row by the sums of [`dot`] (the same bits), four rows
+/// at a time: the four rows share the loads of `x`, and their sixteen
+/// partial sums are independent, where one row's four were a chain of
+/// dependent additions every four products.
+fn matvec(m: &Matrix, x: &[f64], out: &mut [f64]) {
+    let cols = m.cols();
+    if cols == 0 {
+        out.fill(0.0);
+        return;
+    }
+    let (Some(x), Some(data)) = (x.get(..cols), m.as_slice().get(..out.len() * cols)) else {
+        // Not reached: the builder checks the shapes.
+        return;
+    };
+    let head = cols - cols % 4;
+    let mut quads = out.chunks_exact_mut(4);
+    let mut blocks = data.chunks_exact(4 * cols);
+    for (o, block) in (&mut quads).zip(&mut blocks) {
+        let mut acc = [[0.0; 4]; 4];
+        for j in (0..head).step_by(4) {
+            let xs = &x[j..j + 4];
+            for (k, a) in acc.iter_mut().enumerate() {
+                let row = &block[k * cols + j..k * cols + j + 4];
+                for l in 0..4 {
+                    a[l] += row[l] * xs[l];
+                }
+            }
+        }
+        for (k, (a, y)) in acc.iter().zip(o.iter_mut()).enumerate() {
+            let mut s = (a[0] + a[1]) + (a[2] + a[3]);
+            for (b, c) in block[k * cols + head..(k + 1) * cols]
+                .iter()
+                .zip(&x[head..])
+            {
+                s += b * c;
+            }
+            *y = s;
+        }
+    }
+    let rest = blocks.remainder();
+    for (o, row) in quads
+        .into_remainder()
+        .iter_mut()
+        .zip(rest.chunks_exact(cols))
+    {
+        *o = dot(row, x);
+    }
+}
+
+/// `out = Mᵀ x`: `out[j] = (((0 + x₀ M₀ⱼ) + x₁ M₁ⱼ) + …)`, the rows added
+/// in order, four rows per pass over `out` (the same sums as one row per
+/// pass, with a quarter of the loads and stores of `out`).
+fn vecmat(m: &Matrix, x: &[f64], out: &mut [f64]) {
+    let cols = m.cols();
+    out.fill(0.0);
+    if cols == 0 {
+        return;
+    }
+    let rows = x.len().min(m.rows());
+    let (Some(data), Some(out)) = (m.as_slice().get(..rows * cols), out.get_mut(..cols)) else {
+        // Not reached: the builder checks the shapes.
+        return;
+    };
+    let mut quads = data.chunks_exact(4 * cols);
+    for (block, xs) in (&mut quads).zip(x.chunks_exact(4)) {
+        let (a, rest) = block.split_at(cols);
+        let (b, rest) = rest.split_at(cols);
+        let (c, d) = rest.split_at(cols);
+        for j in 0..cols {
+            out[j] = (((out[j] + xs[0] * a[j]) + xs[1] * b[j]) + xs[2] * c[j]) + xs[3] * d[j];
+        }
+    }
+    for (row, &xr) in quads
+        .remainder()
+        .chunks_exact(cols)
+        .zip(&x[rows - rows % 4..])
+    {
+        for (o, &mij) in out.iter_mut().zip(row) {
+            *o += xr * mij;
+        }
+    }
 }
 
 impl ArrayProgram {

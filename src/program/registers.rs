@@ -32,6 +32,8 @@
 
 use super::eval::check_guard_operands;
 use super::ir::{Instr, Op, Program, Var};
+#[cfg(feature = "jit")]
+use super::native::BLOCK;
 use crate::error::Result;
 use crate::rules::Prim;
 
@@ -131,6 +133,7 @@ pub struct Registers {
     regs: Vec<f64>,
     /// The outputs of `Program::eval_f64_with` (feature `jit`) on the
     /// register code.
+    #[cfg(feature = "jit")]
     outs: Vec<f64>,
 }
 
@@ -661,7 +664,14 @@ impl Program {
             let nc = self.native_block()?;
             let mut x = Vec::new();
             let mut y = Vec::new();
-            let r = self.eval_f64_block_native(nc, &mut x, |k| inputs[k as usize], &mut y);
+            let mut scratch = Vec::new();
+            let r = self.eval_f64_block_native(
+                nc,
+                &mut x,
+                |k| inputs[k as usize],
+                &mut y,
+                &mut scratch,
+            );
             if r.is_ok() {
                 let n = outputs.len();
                 outputs.copy_from_slice(&y[nc.out_base..nc.out_base + n]);
@@ -673,41 +683,89 @@ impl Program {
     }
 
     /// Runs the block kernel `nc` of this program on the inputs `input(k)`,
-    /// gathered into `x`, leaving the outputs in `y[nc.out_base..]` (`x`
-    /// and `y` are grown as needed and reused). The native counterpart of
-    /// [`Program::eval_f64_block`], with the same results bit for bit.
+    /// gathered into `x`, leaving the outputs in `y[nc.out_base..]` (`x`,
+    /// `y` and `scratch` are grown as needed and reused). The native
+    /// counterpart of [`Program::eval_f64_block`], with the same results
+    /// bit for bit.
     ///
     /// # Errors
     ///
     /// [`crate::Error::GuardFailed`] if a guard fails in any lane.
     #[cfg(feature = "jit")]
-    pub(crate) fn eval_f64_block_native<const N: usize>(
+    pub(crate) fn eval_f64_block_native(
         &self,
         nc: &super::native::NativeCode,
-        x: &mut Vec<[f64; N]>,
-        input: impl Fn(u32) -> [f64; N],
-        y: &mut Vec<[f64; N]>,
+        x: &mut Vec<[f64; BLOCK]>,
+        input: impl Fn(u32) -> [f64; BLOCK],
+        y: &mut Vec<[f64; BLOCK]>,
+        scratch: &mut Vec<f64>,
     ) -> Result<()> {
+        x.clear();
+        x.extend((0..self.n_inputs as u32).map(input));
+        y.resize(nc.out_base + self.outputs.len(), [0.0; BLOCK]);
+        let (mut at_in, mut at_rows) = (Vec::new(), Vec::new());
+        let mut args = super::native::BlockArgs::new(&mut at_in, &mut at_rows);
+        for row in x.iter() {
+            args.input(row);
+        }
+        for row in y.iter_mut() {
+            args.row(row);
+        }
+        if !self.run_block_kernel(nc, args, scratch)? {
+            // Not reached: the kernel was compiled for this program.
+            let lanes = |k: u32| x.get(k as usize).copied().unwrap_or([f64::NAN; BLOCK]);
+            return self.eval_f64_block(&mut Vec::new(), lanes, &mut y[nc.out_base..]);
+        }
+        self.check_block_guards(nc, y)
+    }
+
+    /// Runs the block kernel `nc` of this program on the blocks in `args`
+    /// (read and written where they lie); `scratch` is grown as needed and
+    /// reused. `Ok(false)` if `args` does not fit the kernel (nothing
+    /// ran). The guard operands are left in their rows for
+    /// [`Program::check_block_guards`].
+    ///
+    /// # Errors
+    ///
+    /// The program's defect, if it has one.
+    #[cfg(feature = "jit")]
+    pub(crate) fn run_block_kernel(
+        &self,
+        nc: &super::native::NativeCode,
+        args: super::native::BlockArgs<'_>,
+        scratch: &mut Vec<f64>,
+    ) -> Result<bool> {
         if let Some(e) = &self.defect {
             return Err(e.clone());
         }
-        x.clear();
-        x.extend((0..self.n_inputs as u32).map(input));
-        y.resize(
-            nc.block_rows().max(nc.out_base + self.outputs.len()),
-            [0.0; N],
-        );
-        if !nc.run_block(x, y) {
-            // Not reached: the kernel was compiled for this program and N.
-            return self.eval_f64_block(&mut Vec::new(), |k| x[k as usize], &mut y[nc.out_base..]);
+        if scratch.len() < nc.scratch_len() {
+            scratch.resize(nc.scratch_len(), 0.0);
         }
-        if !self.guards.is_empty() {
-            let g = nc.guard_base;
-            (0..N).try_for_each(|l| {
-                check_guard_operands(&self.guards, |i, _| (y[g + 2 * i][l], y[g + 2 * i + 1][l]))
-            })?;
+        Ok(nc.run_block(args, scratch))
+    }
+
+    /// Checks the guards in all [`BLOCK`] lanes of the guard operands that
+    /// the block kernel `nc` left in `rows` (pairs from `nc.guard_base`).
+    ///
+    /// # Errors
+    ///
+    /// [`crate::Error::GuardFailed`] if a guard fails in any lane.
+    #[cfg(feature = "jit")]
+    pub(crate) fn check_block_guards(
+        &self,
+        nc: &super::native::NativeCode,
+        rows: &[[f64; BLOCK]],
+    ) -> Result<()> {
+        if self.guards.is_empty() {
+            return Ok(());
         }
-        Ok(())
+        let at = |r: usize, l: usize| rows.get(r).map_or(f64::NAN, |v| v[l]);
+        let g = nc.guard_base;
+        (0..BLOCK).try_for_each(|l| {
+            check_guard_operands(&self.guards, |i, _| {
+                (at(g + 2 * i, l), at(g + 2 * i + 1, l))
+            })
+        })
     }
 
     /// [`Program::eval_f64`] on the register code, never native code: the
