@@ -909,18 +909,15 @@ fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Program
     Ok(Some((p, Registers::new())))
 }
 
-/// `[f, f′, …]` from the outputs of the ∂⃗ᴺ program, with `−0.0`
-/// derivatives as `+0.0` (the value left bit for bit), as the Taylor path
-/// gives them ([`scale_by_factorials`]). The program has `N` outputs by
-/// construction; a missing one would read NaN.
+/// `[f, f′, …]` with `−0.0` derivatives as `+0.0` (the value left bit for
+/// bit), as the Taylor path gives them ([`scale_by_factorials`]).
 #[cfg(feature = "jit")]
-fn positive_zero_derivatives<N: ArrayLength>(out: &[f64]) -> GenericArray<f64, N> {
-    use generic_array::sequence::GenericSequence;
-    GenericArray::generate(|k| match out.get(k) {
-        Some(&v) if k == 0 => v,
-        Some(&v) => v + 0.0,
-        None => f64::NAN,
-    })
+fn positive_zero_derivatives<N: ArrayLength>(d: &GenericArray<f64, N>) -> GenericArray<f64, N> {
+    let mut d = d.clone();
+    for v in d.iter_mut().skip(1) {
+        *v += 0.0;
+    }
+    d
 }
 
 impl<N, F> std::fmt::Debug for Derivatives<N, F>
@@ -983,9 +980,10 @@ where
     pub fn eval(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
         #[cfg(feature = "jit")]
         if let Some((p, regs)) = &mut self.native {
-            return match p.eval_f64_with(regs, &[x], positive_zero_derivatives) {
+            return match p.eval_f64(regs, &[x], &mut self.out) {
+                Ok(()) => Ok(positive_zero_derivatives(&self.out)),
                 Err(Error::GuardFailed { .. }) => self.retrace_native(x),
-                result => result,
+                Err(e) => Err(e),
             };
         }
         self.eval_taylor(x)
@@ -1019,9 +1017,10 @@ where
         self.taylor = traced_univariate(&self.f, x, N::to_usize())?;
         self.native = native_derivatives(&self.taylor, N::to_usize())?;
         match &mut self.native {
-            Some((p, regs)) => p.eval_f64_with(regs, &[x], positive_zero_derivatives),
-            None => self.eval_taylor(x),
+            Some((p, regs)) => p.eval_f64(regs, &[x], &mut self.out)?,
+            None => return self.eval_taylor(x),
         }
+        Ok(positive_zero_derivatives(&self.out))
     }
 
     /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` at a point of any [`Real`] scalar:

@@ -131,10 +131,6 @@ pub(crate) struct RegisterCode {
 #[derive(Debug, Clone, Default)]
 pub struct Registers {
     regs: Vec<f64>,
-    /// The outputs of `Program::eval_f64_with` (feature `jit`) on the
-    /// register code.
-    #[cfg(feature = "jit")]
-    outs: Vec<f64>,
 }
 
 impl Registers {
@@ -508,45 +504,6 @@ impl Program {
             }
         }
         self.eval_registers(rc, regs, inputs, outputs)
-    }
-
-    /// [`Program::eval_f64`] that hands the outputs to `read` where they
-    /// are, without copying them out: a slice of the register file of the
-    /// native code, or of `regs`' output buffer for the register code. For
-    /// drivers with small fixed-size results ([`crate::Derivatives`]), whose
-    /// copy through `outputs` cost more than the program.
-    ///
-    /// # Errors
-    ///
-    /// As [`Program::eval_f64`], except that there is no output length to
-    /// get wrong.
-    #[cfg(feature = "jit")]
-    #[inline]
-    pub(crate) fn eval_f64_with<R>(
-        &self,
-        regs: &mut Registers,
-        inputs: &[f64],
-        read: impl FnOnce(&[f64]) -> R,
-    ) -> Result<R> {
-        self.check_run(inputs.len(), None)?;
-        let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
-        let n_out = self.outputs.len();
-        if let Some(nc) = self.native_when_hot(rc) {
-            let r = &mut regs.regs;
-            if nc.run(r, inputs) {
-                if !rc.guard_regs.is_empty() {
-                    let g = nc.guard_base;
-                    check_guard_operands(&self.guards, |i, _| (r[g + 2 * i], r[g + 2 * i + 1]))?;
-                }
-                return Ok(read(&r[nc.out_base..nc.out_base + n_out]));
-            }
-        }
-        let mut outs = std::mem::take(&mut regs.outs);
-        outs.resize(n_out, 0.0);
-        let run = self.eval_registers(rc, regs, inputs, &mut outs);
-        let result = run.map(|()| read(&outs));
-        regs.outs = outs;
-        result
     }
 
     /// The native code of the whole program (feature `jit`), compiled on
