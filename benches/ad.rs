@@ -18,6 +18,9 @@ use typenum::U3;
 #[path = "../examples/minimal_surface.rs"]
 #[allow(dead_code)]
 mod minimal_surface;
+mod rosenbrock;
+
+use rosenbrock::rosenbrock_array;
 
 // ---------- Extended Rosenbrock, n = 100 ----------
 
@@ -594,17 +597,6 @@ fn bench_hessian(c: &mut Criterion) {
 }
 
 // ---------- The array tier: Rosenbrock at scale, WDBC as arrays ----------
-
-fn rosenbrock_array<A: optic_ad::array::Array>(x: &A) -> optic_ad::Result<A::Scalar> {
-    let n = x.len();
-    let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
-    Ok(a.map2(&b, |a, b| {
-        let t = b - a * a;
-        let u = -a + 1.0;
-        t * t * 100.0 + u * u
-    })?
-    .sum())
-}
 
 /// Rosenbrock written with the array API at n = 10⁴ … 10⁷: gradient and
 /// HVP against the plain `f64` loop, and the cost of building.

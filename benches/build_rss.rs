@@ -17,8 +17,12 @@
 
 use std::time::Instant;
 
-use optic_ad::array::{self, Array};
+use optic_ad::array;
 use optic_ad::{Gradient, Hvp, Real};
+
+mod rosenbrock;
+
+use rosenbrock::rosenbrock_array;
 
 fn rosenbrock<T: Real>(x: &[T]) -> T {
     let mut s = T::cst(0.0);
@@ -28,17 +32,6 @@ fn rosenbrock<T: Real>(x: &[T]) -> T {
         s += a * a * 100.0 + b * b;
     }
     s
-}
-
-fn rosenbrock_array<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
-    let n = x.len();
-    let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
-    Ok(a.map2(&b, |a, b| {
-        let t = b - a * a;
-        let u = -a + 1.0;
-        t * t * 100.0 + u * u
-    })?
-    .sum())
 }
 
 /// `array::Hvp` at size `n`: three linearize + apply rounds, then the

@@ -135,8 +135,8 @@ fn objective<A: Array>(x: &A, r: &Recipe) -> optic_ad::Result<A::Scalar> {
     Ok(half + y.get(0)?.sin() * y.sum())
 }
 
-fn step(n: usize) -> impl Strategy<Value = Step> {
-    let mat = prop::collection::vec(-0.6..0.6f64, n * n);
+/// The steps without matrices, on vectors of `n` elements.
+fn vector_step(n: usize) -> impl Strategy<Value = Step> {
     let idx = prop::collection::vec(0..n, n);
     prop_oneof![
         (0..6u8).prop_map(Step::Unary),
@@ -145,10 +145,18 @@ fn step(n: usize) -> impl Strategy<Value = Step> {
         (0..n).prop_map(Step::Rotate),
         idx.clone().prop_map(Step::Gather),
         idx.prop_map(Step::Scatter),
-        mat.clone().prop_map(Step::MatVec),
-        mat.prop_map(Step::VecMat),
         Just(Step::Ternary),
         Just(Step::Quaternary),
+    ]
+}
+
+/// Every step, each of the ten kinds equally likely.
+fn step(n: usize) -> impl Strategy<Value = Step> {
+    let mat = prop::collection::vec(-0.6..0.6f64, n * n);
+    prop_oneof![
+        8 => vector_step(n),
+        1 => mat.clone().prop_map(Step::MatVec),
+        1 => mat.prop_map(Step::VecMat),
     ]
 }
 
@@ -157,19 +165,8 @@ fn step(n: usize) -> impl Strategy<Value = Step> {
 #[cfg(feature = "jit")]
 fn long_recipe_point_dir() -> impl Strategy<Value = (Recipe, Vec<f64>, Vec<f64>)> {
     (2050..2200usize).prop_flat_map(|n| {
-        let idx = prop::collection::vec(0..n, n);
-        let step = prop_oneof![
-            (0..6u8).prop_map(Step::Unary),
-            ((0..5u8), (0..4usize)).prop_map(|(k, j)| Step::Binary(k, j)),
-            (0..5u8).prop_map(Step::WithSum),
-            (0..n).prop_map(Step::Rotate),
-            idx.clone().prop_map(Step::Gather),
-            idx.prop_map(Step::Scatter),
-            Just(Step::Ternary),
-            Just(Step::Quaternary),
-        ];
         (
-            prop::collection::vec(step, 1..6).prop_map(move |steps| Recipe { n, steps }),
+            prop::collection::vec(vector_step(n), 1..6).prop_map(move |steps| Recipe { n, steps }),
             prop::collection::vec(-1.5..1.5f64, n),
             prop::collection::vec(-1.0..1.0f64, n),
         )
