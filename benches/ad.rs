@@ -613,6 +613,10 @@ fn bench_arrays_rosenbrock(c: &mut Criterion) {
         h.linearize(&x).unwrap();
         let mut hv = vec![0.0; n];
         h.apply(&v, &mut hv).unwrap();
+        // The one-pass product agrees with linearize + apply.
+        let mut hv_one = vec![0.0; hv.len()];
+        h.eval(&x, &v, &mut hv_one).unwrap();
+        assert!(close(&hv_one, &hv));
         // Cross-check against the scalar trace once, at the smallest n.
         if n == 10_000 {
             let g_ref = optic_ad::gradient(rosenbrock, &x).unwrap();
@@ -633,6 +637,9 @@ fn bench_arrays_rosenbrock(c: &mut Criterion) {
         });
         g.bench_function(format!("n={n}/hvp (apply)"), |b| {
             b.iter(|| h.apply(black_box(&v), &mut hv).unwrap())
+        });
+        g.bench_function(format!("n={n}/hvp (one pass)"), |b| {
+            b.iter(|| h.eval(black_box(&x), black_box(&v), &mut hv).unwrap())
         });
         g.bench_function(format!("n={n}/build Hvp"), |b| {
             b.iter(|| array::Hvp::new(rosenbrock_array, black_box(&x)).unwrap())
@@ -663,6 +670,10 @@ fn bench_arrays_logistic(c: &mut Criterion) {
     h.linearize(&x).unwrap();
     let mut hv = vec![0.0; n];
     h.apply(&v, &mut hv).unwrap();
+    // The one-pass product agrees with linearize + apply.
+    let mut hv_one = vec![0.0; hv.len()];
+    h.eval(&x, &v, &mut hv_one).unwrap();
+    assert!(close(&hv_one, &hv));
     let g_ref = optic_ad::gradient(|t| model::objective(t, &data), &x).unwrap();
     let hv_ref = optic_ad::hvp(|t| model::objective(t, &data), &x, &v).unwrap();
     assert!(close(&out, &g_ref) && close(&hv, &hv_ref));
@@ -681,6 +692,9 @@ fn bench_arrays_logistic(c: &mut Criterion) {
     });
     g.bench_function("hvp (apply)", |b| {
         b.iter(|| h.apply(black_box(&v), &mut hv).unwrap())
+    });
+    g.bench_function("hvp (one pass)", |b| {
+        b.iter(|| h.eval(black_box(&x), black_box(&v), &mut hv).unwrap())
     });
     g.bench_function("build Hvp", |b| {
         b.iter(|| array::Hvp::new(f, black_box(&x)).unwrap())
@@ -775,6 +789,10 @@ fn bench_arrays_minimal_surface(c: &mut Criterion) {
         h.linearize(&x).unwrap();
         let mut hv = vec![0.0; x.len()];
         h.apply(&v, &mut hv).unwrap();
+        // The one-pass product agrees with linearize + apply.
+        let mut hv_one = vec![0.0; hv.len()];
+        h.eval(&x, &v, &mut hv_one).unwrap();
+        assert!(close(&hv_one, &hv));
         // The array program's value against the plain loop, and (at the
         // smallest N) its gradient and HVP against the scalar trace of the
         // same function run on `Dense<Tracer>` (tests/minimal_surface.rs
@@ -801,6 +819,9 @@ fn bench_arrays_minimal_surface(c: &mut Criterion) {
         });
         g.bench_function(format!("N={n}/hvp (apply)"), |b| {
             b.iter(|| h.apply(black_box(&v), &mut hv).unwrap())
+        });
+        g.bench_function(format!("N={n}/hvp (one pass)"), |b| {
+            b.iter(|| h.eval(black_box(&x), black_box(&v), &mut hv).unwrap())
         });
         g.bench_function(format!("N={n}/build Hvp"), |b| {
             b.iter(|| array::Hvp::new(f, black_box(&x)).unwrap())

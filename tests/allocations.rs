@@ -166,12 +166,14 @@ fn array_drivers_do_not_allocate() {
     g.eval(&x, &mut grad).unwrap();
     h.linearize(&x).unwrap();
     h.apply(&[1.0, 0.0, 0.0, 0.0], &mut hv).unwrap();
+    h.eval(&x, &[1.0, 0.0, 0.0, 0.0], &mut hv).unwrap();
     let info = measure(|| {
         for k in 0..10 {
             let y = [0.1 * k as f64, 0.2, 0.3, 0.4];
             g.eval(&y, &mut grad).unwrap();
             h.linearize(&y).unwrap();
             h.apply(&[1.0, 0.5, 0.0, k as f64], &mut hv).unwrap();
+            h.eval(&y, &[0.5, 0.5, 1.0, k as f64], &mut hv).unwrap();
         }
     });
     assert_eq!(info.count_total, 0);

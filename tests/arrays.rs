@@ -262,6 +262,19 @@ proptest! {
         prop_assert!(rel_err(&hv, &hv_scalar) < TOL, "hvp vs scalar: {hv:?} {hv_scalar:?}");
         let hv_dual = hvp_num_dual(&r, &x, &v);
         prop_assert!(rel_err(&hv, &hv_dual) < TOL, "hvp vs num-dual: {hv:?} {hv_dual:?}");
+        // The one-pass product at a point other than the traced one (its
+        // own program, not the linearize/apply split), against num-dual
+        // there; the linearized state is untouched by it.
+        let mut h = array::Hvp::new(|t| objective(t, &r), &x).unwrap();
+        h.linearize(&x).unwrap();
+        let y: Vec<f64> = x.iter().map(|a| a * 0.9 + 0.05).collect();
+        let mut hv_one = vec![0.0; x.len()];
+        h.eval(&y, &v, &mut hv_one).unwrap();
+        let hv_one_dual = hvp_num_dual(&r, &y, &v);
+        prop_assert!(rel_err(&hv_one, &hv_one_dual) < TOL, "one-pass hvp vs num-dual: {hv_one:?} {hv_one_dual:?}");
+        let mut hv_apply = vec![0.0; x.len()];
+        h.apply(&v, &mut hv_apply).unwrap();
+        prop_assert!(rel_err(&hv_apply, &hv) < TOL, "apply after eval: {hv_apply:?} {hv:?}");
 
         let d = directional3(|t| objective(t, &r), &x, &v).unwrap();
         let d_dual = directional3_num_dual(&r, &x, &v);
@@ -519,6 +532,16 @@ fn shape_errors_are_errors() {
     ));
     let mut h = array::Hvp::new(|t| Ok(t.sum()), &x).unwrap();
     assert!(matches!(h.apply(&x, &mut out), Err(Error::NotLinearized)));
+    for (a, b, c) in [
+        (&x[..2], &x[..], 3),
+        (&x[..], &x[..1], 3),
+        (&x[..], &x[..], 4),
+    ] {
+        let mut o = vec![7.0; c];
+        let e = h.eval(a, b, &mut o);
+        assert!(matches!(e, Err(Error::LengthMismatch { .. })), "{e:?}");
+        assert!(o.iter().all(|&v| v == 7.0), "out untouched on error");
+    }
     assert!(matches!(
         directional3(|t| Ok(t.sum()), &x, &[1.0]),
         Err(Error::LengthMismatch { .. })
@@ -730,12 +753,11 @@ fn workspace_belongs_to_its_program() {
 /// With the native backend, a map body is compiled once it has run 2¹⁶
 /// elements; its kernel then reads the views that hold a whole block where
 /// they lie and writes its outputs straight into their buffers, gathering
-/// only the blocks at a view's edges. The gradient, the linearized HVP and
-/// its products after that equal the first run's bit for bit (register
-/// code, except for bodies shared by every program, such as `a + b`, that
-/// earlier cases made hot), on random programs whose views start and end
-/// anywhere in a block.
-/// At least half the programs must have compiled kernels (the others have
+/// only the blocks at a view's edges. The gradient, the linearized HVP, its
+/// products and the one-pass product after that equal the first run's bit
+/// for bit (register code, except for bodies shared by every program, such
+/// as `a + b`, that earlier cases made hot), on random programs whose views
+/// start and end anywhere in a block. At least half the programs must have compiled kernels (the others have
 /// only maps the executor runs without their body, such as sums of two).
 #[cfg(feature = "jit")]
 #[test]
@@ -749,16 +771,18 @@ fn native_maps_keep_the_bits() {
         let f = |t: &TArray| objective(t, &r);
         let mut g = array::Gradient::new(f, &x).unwrap();
         let mut h = array::Hvp::new(f, &x).unwrap();
-        let (mut g0, mut hv0) = (vec![0.0; n], vec![0.0; n]);
+        let (mut g0, mut hv0, mut one0) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let y0 = g.eval(&x, &mut g0).unwrap();
         h.linearize(&x).unwrap();
         h.apply(&v, &mut hv0).unwrap();
-        let (mut g1, mut hv1) = (vec![0.0; n], vec![0.0; n]);
+        h.eval(&x, &v, &mut one0).unwrap();
+        let (mut g1, mut hv1, mut one1) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let mut y1 = 0.0;
         for _ in 0..40 {
             y1 = g.eval(&x, &mut g1).unwrap();
             h.linearize(&x).unwrap();
             h.apply(&v, &mut hv1).unwrap();
+            h.eval(&x, &v, &mut one1).unwrap();
         }
         if g.program().native_kernels().0 > 0 && h.program().native_kernels().0 > 0 {
             hot.set(hot.get() + 1);
@@ -767,6 +791,7 @@ fn native_maps_keep_the_bits() {
         for k in 0..n {
             prop_assert_eq!(g0[k].to_bits(), g1[k].to_bits(), "gradient[{}]", k);
             prop_assert_eq!(hv0[k].to_bits(), hv1[k].to_bits(), "hvp[{}]", k);
+            prop_assert_eq!(one0[k].to_bits(), one1[k].to_bits(), "one-pass hvp[{}]", k);
         }
         Ok(())
     });
