@@ -64,4 +64,4 @@ pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
 pub use exec::ArrayWorkspace;
 pub use ir::{AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayProgram, Matrix, Shape};
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
-pub use transform::{forward, reverse_joint};
+pub use transform::{forward, nest, reverse_joint};

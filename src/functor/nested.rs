@@ -176,7 +176,7 @@ pub const MAX_NESTED_LEN: usize = 1 << 22;
 
 /// [`Error::ProgramTooLarge`] where the remaining `levels` of nesting of a
 /// program of `len` instructions would pass [`MAX_NESTED_LEN`].
-fn check_nested_size(len: usize, levels: usize) -> Result<()> {
+pub(crate) fn check_nested_size(len: usize, levels: usize) -> Result<()> {
     let factor = 1usize.checked_shl(levels as u32 + 1).unwrap_or(usize::MAX);
     let estimate = len.saturating_mul(factor);
     if estimate > MAX_NESTED_LEN {
