@@ -994,13 +994,14 @@ impl ArrayWorkspace {
 }
 
 /// One block of a map by its native kernel (feature `jit`): elements
-/// `i0 .. i0 + cnt` (`blk`). An argument whose view covers the whole block
-/// is read where it lies; the others (scalars, blocks that reach past a
-/// view's range, the last short block) are gathered into `kernel_in`. An
+/// `i0 .. i0 + cnt`. An argument whose view covers the whole block is read
+/// where it lies; the others (scalars, blocks that reach past a view's
+/// range, the last short block) are gathered into `kernel.gathered`. An
 /// output `k` with `write_in_place(k)` is written straight into its buffer
-/// when the block is whole and the buffer has it; the others, and the guard operands, go to the
-/// rows of `outs` (outputs from `nc.out_base`). `Ok(false)` if the kernel
-/// did not run (then nothing was written).
+/// when the block is whole and the buffer holds it; the other outputs and
+/// the guard operands go to the rows of `outs` (outputs from
+/// `nc.out_base`). `Ok(false)` if the kernel did not run (then nothing was
+/// written).
 #[cfg(feature = "jit")]
 #[allow(clippy::too_many_arguments)]
 fn native_block<'b>(

@@ -20,9 +20,10 @@
 //! Every instruction computes the floating-point operation the
 //! interpreter computes, with the operands in the same order: `+ − · /`,
 //! negation, `sqrt` and `abs` as machine instructions (all exact in IEEE
-//! 754, so the same bits), `select` as a comparison and a blend, a product fused into a sum as two separate
-//! roundings (never a fused multiply-add), and every other primitive as a
-//! call to the very Rust function the interpreter runs
+//! 754, so the same bits), `select` as a comparison and a blend, a product
+//! fused into a sum as two separate roundings (never a fused
+//! multiply-add), and every other primitive as a call to the very Rust
+//! function the interpreter runs
 //! ([`Prim::native_value`]). So the results equal the interpreter's bit
 //! for bit; the tests check this on the random programs of the property
 //! tests. Programs with user rules are not compiled (they keep the
