@@ -569,6 +569,8 @@ fn fuzz_array_api() {
             let _ = h.apply(&v, &mut out);
             let _ = h.linearize(&x);
             let _ = h.apply(&x, &mut vec![0.0; x.len()]);
+            let _ = h.eval(&v, &x, &mut out);
+            let _ = h.eval(&x, &v, &mut vec![0.0; x.len()]);
         }
         if let Ok(p) = array::trace(|t: &[TArray]| run_array_steps(&t[0], &steps), &[&x]) {
             let _ = p.eval(&[&v]);
@@ -581,6 +583,11 @@ fn fuzz_array_api() {
             if let Ok(j) = array::reverse_joint(&p) {
                 let _ = j.eval(&[&x, &v]);
                 let _ = ws.run(&j, &[&x, &v]);
+            }
+            for order in [0, 2, 25] {
+                if let Ok(n) = array::nest(&p, order) {
+                    let _ = n.eval(&[&x, &v, &x, &v]);
+                }
             }
         }
     });
