@@ -151,6 +151,27 @@ impl Registers {
     }
 }
 
+/// `dst = src` (equal lengths). Up to four values are moved as a fixed
+/// array, inline: `copy_from_slice` of a length known only at run time
+/// calls `memcpy`, which cost more than the rest of a small program's
+/// native run (`Derivatives<U3>`: four outputs).
+#[cfg(feature = "jit")]
+#[inline]
+fn copy_outputs(src: &[f64], dst: &mut [f64]) {
+    macro_rules! fixed {
+        ($($n:literal)*) => {
+            $(
+                if let (Ok(s), Ok(d)) = (<&[f64; $n]>::try_from(src), <&mut [f64; $n]>::try_from(&mut *dst)) {
+                    *d = *s;
+                    return;
+                }
+            )*
+        };
+    }
+    fixed!(1 2 3 4);
+    dst.copy_from_slice(src);
+}
+
 /// A value's role in the lowered code.
 #[derive(Clone, Copy, PartialEq, Debug)]
 enum Role {
@@ -499,7 +520,7 @@ impl Program {
                     let g = nc.guard_base;
                     check_guard_operands(&self.guards, |i, _| (r[g + 2 * i], r[g + 2 * i + 1]))?;
                 }
-                outputs.copy_from_slice(&r[nc.out_base..nc.out_base + outputs.len()]);
+                copy_outputs(&r[nc.out_base..nc.out_base + outputs.len()], outputs);
                 return Ok(());
             }
         }
