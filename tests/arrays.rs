@@ -23,7 +23,8 @@ mod common;
 use common::rosenbrock_closed;
 use num_dual::{Dual3_64, Dual64, HyperDual64};
 use optic_ad::array::{
-    self, directional3, forward, reverse_joint, Array, ArrayProgram, Dense, Indices, Matrix, TArray,
+    self, directional3, forward, reverse_joint, Array, ArrayProgram, Dense, Indices, Mat, Matrix,
+    TArray,
 };
 use optic_ad::{Error, Real, Tracer};
 use proptest::prelude::*;
@@ -54,6 +55,32 @@ enum Step {
     Ternary,
     /// `map_n` of the current value and the three before it.
     Quaternary,
+    /// A matrix product of traced matrices: `A = map_k(u yᵀ)` (`p × n`,
+    /// `u` the first `p` elements of the value `j` steps back) times `B`
+    /// (a traced outer product, or this constant data), each transposed
+    /// where its flag says, summed to `n` elements along `axis` (directly
+    /// or through a transpose), scaled to order 1.
+    MatMul {
+        p: usize,
+        j: usize,
+        k: u8,
+        ta: bool,
+        tb: bool,
+        constant: Option<Vec<f64>>,
+        axis: usize,
+    },
+    /// A traced matrix times traced vectors: `A = map_k(u yᵀ)` as above,
+    /// `z = Aᵀ (A y)`.
+    MatVecTraced { p: usize, j: usize, k: u8 },
+    /// `y` repeated along `axis` into a `p × n` matrix (axis 0) or an
+    /// `n × p` one (axis 1), times a traced outer product elementwise,
+    /// summed back to `n` elements (through a transpose if `transpose`).
+    Broadcast {
+        p: usize,
+        j: usize,
+        axis: usize,
+        transpose: bool,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -122,6 +149,69 @@ fn run<A: Array>(x: &A, r: &Recipe) -> optic_ad::Result<A> {
                     x[0] * x[1] * 0.5 + (x[2] - x[3] * 0.7).sin()
                 })?
             }
+            Step::MatMul {
+                p,
+                j,
+                k,
+                ta,
+                tb,
+                constant,
+                axis,
+            } => {
+                let o = &vals[vals.len() - 1 - j % vals.len()];
+                let a = Mat::outer(&o.slice(0, *p)?, &cur)?.map(|t| unary(*k, t));
+                // op(A) is m × inner; op(B) must be inner × n.
+                let (m, inner) = if *ta { (n, *p) } else { (*p, n) };
+                let (rows, cols) = if *tb { (n, inner) } else { (inner, n) };
+                let b = match constant {
+                    Some(d) => Mat::constant(&Matrix::new(rows, cols, d[..rows * cols].to_vec())?),
+                    None => Mat::outer(&o.map(|t| t.cos()).slice(0, rows)?, &cur.slice(0, cols)?)?,
+                };
+                let c = a.matmul_t(&b, *ta, *tb)?;
+                let sums = if *axis == 0 {
+                    c.sum_axis(0)?
+                } else {
+                    c.t().sum_axis(1)?
+                };
+                let s = 1.0 / (m * inner) as f64;
+                sums.map(|t| t * s)
+            }
+            Step::MatVecTraced { p, j, k } => {
+                let o = &vals[vals.len() - 1 - j % vals.len()];
+                let a = Mat::outer(&o.slice(0, *p)?, &cur)?.map(|t| unary(*k, t));
+                let y = a.matvec(&cur)?;
+                let s = 1.0 / (n * p) as f64;
+                a.vecmat(&y)?.map(|t| t * s)
+            }
+            Step::Broadcast {
+                p,
+                j,
+                axis,
+                transpose,
+            } => {
+                let o = &vals[vals.len() - 1 - j % vals.len()];
+                let u = o.slice(0, *p)?;
+                let (m, other) = if *axis == 0 {
+                    (
+                        Mat::broadcast_axis(&cur, 0, *p, n)?,
+                        Mat::outer(&u, &o.map(|t| t.sin()))?,
+                    )
+                } else {
+                    (
+                        Mat::broadcast_axis(&cur, 1, n, *p)?,
+                        Mat::outer(&o.map(|t| t.sin()), &u)?,
+                    )
+                };
+                let prod = m.map2(&other, |a, b| a * b + b * 0.5)?;
+                let sums = match (*axis, *transpose) {
+                    (0, false) => prod.sum_axis(0)?,
+                    (0, true) => prod.t().sum_axis(1)?,
+                    (_, false) => prod.sum_axis(1)?,
+                    (_, true) => prod.t().sum_axis(0)?,
+                };
+                let s = 1.0 / *p as f64;
+                sums.map(|t| t * s)
+            }
         };
         vals.push(next);
     }
@@ -150,13 +240,50 @@ fn vector_step(n: usize) -> impl Strategy<Value = Step> {
     ]
 }
 
-/// Every step, each of the ten kinds equally likely.
+/// The steps on traced matrices (rank 2), with rectangular shapes
+/// (`p × n`, `p` from 1 to `n`).
+fn matrix_step(n: usize) -> impl Strategy<Value = Step> {
+    let data = prop::collection::vec(-0.6..0.6f64, n * n);
+    prop_oneof![
+        (
+            1..=n,
+            0..4usize,
+            0..6u8,
+            any::<bool>(),
+            any::<bool>(),
+            prop::option::of(data),
+            0..2usize
+        )
+            .prop_map(|(p, j, k, ta, tb, constant, axis)| Step::MatMul {
+                p,
+                j,
+                k,
+                ta,
+                tb,
+                constant,
+                axis
+            }),
+        (1..=n, 0..4usize, 0..6u8).prop_map(|(p, j, k)| Step::MatVecTraced { p, j, k }),
+        (1..=n, 0..4usize, 0..2usize, any::<bool>()).prop_map(|(p, j, axis, transpose)| {
+            Step::Broadcast {
+                p,
+                j,
+                axis,
+                transpose,
+            }
+        }),
+    ]
+}
+
+/// Every step: the eight vector kinds, constant matrices (matvec, vecmat)
+/// and the three kinds on traced matrices, each equally likely.
 fn step(n: usize) -> impl Strategy<Value = Step> {
     let mat = prop::collection::vec(-0.6..0.6f64, n * n);
     prop_oneof![
         8 => vector_step(n),
         1 => mat.clone().prop_map(Step::MatVec),
         1 => mat.prop_map(Step::VecMat),
+        3 => matrix_step(n),
     ]
 }
 
@@ -856,4 +983,199 @@ fn native_maps_keep_the_bits() {
         "{} of {cases} programs ran hot",
         hot.get()
     );
+}
+
+/// Naive `op(A) op(B)` by indices (`A` stored `ar × ac`, `B` `br × bc`).
+fn naive_matmul(
+    a: &[f64],
+    (ar, ac): (usize, usize),
+    b: &[f64],
+    (br, bc): (usize, usize),
+    ta: bool,
+    tb: bool,
+) -> Vec<f64> {
+    let at = |i: usize, p: usize| if ta { a[p * ac + i] } else { a[i * ac + p] };
+    let bt = |p: usize, j: usize| if tb { b[j * bc + p] } else { b[p * bc + j] };
+    let (m, k) = if ta { (ac, ar) } else { (ar, ac) };
+    let n = if tb { br } else { bc };
+    let mut out = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            out[i * n + j] = (0..k).map(|p| at(i, p) * bt(p, j)).sum();
+        }
+    }
+    out
+}
+
+fn close(a: &[f64], b: &[f64]) -> bool {
+    a.len() == b.len() && rel_err(a, b) < 1e-13
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// The rank-2 operations on `Dense<f64>` (the kernels the evaluator
+    /// shares) against loops over indices, on rectangular shapes, and the
+    /// traced program against both.
+    #[test]
+    fn matrix_operations_match_index_loops(
+        (m, k, n) in (1..9usize, 0..9usize, 1..9usize),
+        ta in any::<bool>(),
+        tb in any::<bool>(),
+        seed in prop::collection::vec(-2.0..2.0f64, 64 * 3),
+    ) {
+        let a = &seed[..m * k];
+        let b = &seed[64..64 + k * n];
+        let v = &seed[128..128 + n];
+        // Stored so that op(A) is m × k and op(B) is k × n.
+        let (ad, bd) = (if ta { (k, m) } else { (m, k) }, if tb { (n, k) } else { (k, n) });
+        let want = naive_matmul(a, ad, b, bd, ta, tb);
+        let ma = Mat::new(Dense(a.to_vec()), ad.0, ad.1).unwrap();
+        let mb = Mat::new(Dense(b.to_vec()), bd.0, bd.1).unwrap();
+        let c = ma.matmul_t(&mb, ta, tb).unwrap();
+        prop_assert_eq!((c.rows(), c.cols()), (m, n));
+        prop_assert!(close(c.data().as_slice(), &want), "{:?} vs {:?}", c, want);
+        // Transpose, sums along each axis, broadcasts, products with
+        // vectors and the outer product.
+        let ct = c.t();
+        for i in 0..m {
+            for j in 0..n {
+                prop_assert_eq!(ct.data().0[j * m + i], c.data().0[i * n + j]);
+            }
+        }
+        let col_sums: Vec<f64> = (0..n).map(|j| (0..m).map(|i| want[i * n + j]).sum()).collect();
+        let row_sums: Vec<f64> = (0..m).map(|i| want[i * n..(i + 1) * n].iter().sum()).collect();
+        prop_assert!(close(&c.sum_axis(0).unwrap().0, &col_sums));
+        prop_assert!(close(&c.sum_axis(1).unwrap().0, &row_sums));
+        prop_assert!(c.sum_axis(2).is_err());
+        let rows = Mat::broadcast_axis(&Dense(v.to_vec()), 0, m, n).unwrap();
+        let cols = Mat::broadcast_axis(&Dense(v[..m.min(n)].to_vec()), 1, m.min(n), n).unwrap();
+        for i in 0..m {
+            for j in 0..n {
+                prop_assert_eq!(rows.data().0[i * n + j], v[j]);
+                if i < m.min(n) {
+                    prop_assert_eq!(cols.data().0[i * n + j], v[i]);
+                }
+            }
+        }
+        let cv: Vec<f64> = (0..m).map(|i| (0..n).map(|j| want[i * n + j] * v[j]).sum()).collect();
+        prop_assert!(close(&c.matvec(&Dense(v.to_vec())).unwrap().0, &cv));
+        let u = &seed[..m];
+        let uc: Vec<f64> = (0..n).map(|j| (0..m).map(|i| u[i] * want[i * n + j]).sum()).collect();
+        prop_assert!(close(&c.vecmat(&Dense(u.to_vec())).unwrap().0, &uc));
+        let o = Mat::outer(&Dense(u.to_vec()), &Dense(v.to_vec())).unwrap();
+        for (i, ui) in u.iter().enumerate() {
+            for (j, vj) in v.iter().enumerate() {
+                prop_assert_eq!(o.data().0[i * n + j], ui * vj);
+            }
+        }
+        // Traced: the same values, bit for bit, from one program.
+        let p = array::trace(
+            |t: &[TArray]| {
+                let ma = Mat::new(t[0], ad.0, ad.1)?;
+                let mb = Mat::new(t[1], bd.0, bd.1)?;
+                let c = ma.matmul_t(&mb, ta, tb)?;
+                Ok(vec![
+                    c.clone().into_data(),
+                    c.t().into_data(),
+                    c.sum_axis(0)?,
+                    c.sum_axis(1)?,
+                    c.matvec(&t[2])?,
+                    Mat::broadcast_axis(&t[2], 0, m, n)?.into_data(),
+                ])
+            },
+            &[a, b, v],
+        )
+        .unwrap();
+        let out = p.eval(&[a, b, v]).unwrap();
+        prop_assert_eq!(&out[0], &c.data().0);
+        prop_assert_eq!(&out[1], &ct.data().0);
+        prop_assert_eq!(&out[2], &c.sum_axis(0).unwrap().0);
+        prop_assert_eq!(&out[3], &c.sum_axis(1).unwrap().0);
+        prop_assert_eq!(&out[4], &c.matvec(&Dense(v.to_vec())).unwrap().0);
+        prop_assert_eq!(&out[5], &rows.data().0);
+    }
+}
+
+/// `f(A) = uᵀ A v` has the gradient `u vᵀ` and `g(A) = ½ ‖A‖²_F` the
+/// gradient `A`; `h(A, B) = tr(A B)` has `∂/∂A = Bᵀ` (closed forms).
+#[test]
+fn matrix_gradients_against_closed_forms() {
+    let (u, v) = ([1.5, -2.0, 0.5], [0.25, 3.0]);
+    let a: Vec<f64> = (0..6).map(|i| 0.1 * i as f64 - 0.2).collect();
+    let g = array::gradient(
+        |t| {
+            let a = Mat::new(*t, 3, 2)?;
+            let (u, v) = (TArray::constant(&u.into()), TArray::constant(&v.into()));
+            a.vecmat(&u)?.dot(&v)
+        },
+        &a,
+    )
+    .unwrap();
+    let want: Vec<f64> = (0..3)
+        .flat_map(|i| (0..2).map(move |j| u[i] * v[j]))
+        .collect();
+    assert_eq!(g, want);
+    let g = array::gradient(|t| Ok(Mat::new(*t, 2, 3)?.map(|x| x * x * 0.5).sum()), &a).unwrap();
+    assert_eq!(g, a);
+    // tr(A B) for A (2 × 3) and B (3 × 2), both in one input vector: the
+    // gradient in A is Bᵀ and in B is Aᵀ.
+    let ab: Vec<f64> = (0..12).map(|i| (i as f64 * 0.7).sin()).collect();
+    let g = array::gradient(
+        |t| {
+            let a = Mat::new(t.slice(0, 6)?, 2, 3)?;
+            let b = Mat::new(t.slice(6, 6)?, 3, 2)?;
+            let c = a.matmul(&b)?;
+            Ok(c.get(0, 0)? + c.get(1, 1)?)
+        },
+        &ab,
+    )
+    .unwrap();
+    let (a, b) = (&ab[..6], &ab[6..]);
+    for i in 0..2 {
+        for j in 0..3 {
+            assert_eq!(g[i * 3 + j], b[j * 2 + i], "∂/∂A[{i},{j}]");
+            assert_eq!(g[6 + j * 2 + i], a[i * 3 + j], "∂/∂B[{j},{i}]");
+        }
+    }
+}
+
+#[test]
+fn matrix_shape_errors_are_errors() {
+    let x = [1.0; 6];
+    let e = array::gradient(|t| Ok(Mat::new(*t, 4, 2)?.sum()), &x);
+    assert!(matches!(e, Err(Error::LengthMismatch { .. })), "{e:?}");
+    let e = array::gradient(
+        |t| {
+            let a = Mat::new(*t, 2, 3)?;
+            Ok(a.matmul(&a)?.sum())
+        },
+        &x,
+    );
+    assert!(
+        matches!(
+            e,
+            Err(Error::LengthMismatch {
+                expected: 3,
+                got: 2,
+                ..
+            })
+        ),
+        "{e:?}"
+    );
+    let e = array::gradient(
+        |t| Ok(Mat::new(*t, 2, 3)?.matvec(&t.slice(0, 2)?)?.sum()),
+        &x,
+    );
+    assert!(matches!(e, Err(Error::LengthMismatch { .. })), "{e:?}");
+    let e = array::gradient(|t| Ok(Mat::new(*t, 2, 3)?.sum_axis(2)?.sum()), &x);
+    assert!(matches!(e, Err(Error::IndexOutOfRange { .. })), "{e:?}");
+    let e = array::gradient(|t| Ok(Mat::broadcast_axis(t, 1, 2, 3)?.sum()), &x);
+    assert!(matches!(e, Err(Error::LengthMismatch { .. })), "{e:?}");
+    let e = array::gradient(|t| Mat::new(*t, 2, 3)?.get(1, 3), &x);
+    assert!(matches!(e, Err(Error::IndexOutOfRange { .. })), "{e:?}");
+    let e = array::gradient(|t| Ok(Mat::new(*t, 2, 3)?.row(2)?.sum()), &x);
+    assert!(matches!(e, Err(Error::IndexOutOfRange { .. })), "{e:?}");
+    let e = Mat::new(Dense(vec![0.0; 1]), usize::MAX, 2);
+    assert!(matches!(e, Err(Error::IndexOutOfRange { .. })), "{e:?}");
 }

@@ -473,6 +473,18 @@ enum ArrayStep {
     Get(usize),
     Concat,
     Compare,
+    /// The current value as a `rows × cols` matrix (often the wrong
+    /// size), times the value `j` steps back as a matrix of
+    /// `rows2 × cols2`, with these transpositions.
+    MatMul(usize, usize, usize, usize, usize, bool, bool),
+    /// The current value as a matrix, transposed, summed along an axis
+    /// (often not 0 or 1).
+    SumAxis(usize, usize, usize),
+    /// The current value broadcast along an axis into `rows × cols`.
+    BroadcastAxis(usize, usize, usize),
+    /// `Mat::matvec`, `Mat::vecmat`, `Mat::outer`, `row` and `get` on the
+    /// current value as a `rows × cols` matrix.
+    MatVecTraced(usize, usize, usize),
 }
 
 fn array_step() -> impl Strategy<Value = ArrayStep> {
@@ -492,6 +504,14 @@ fn array_step() -> impl Strategy<Value = ArrayStep> {
         (0usize..7).prop_map(ArrayStep::Get),
         Just(ArrayStep::Concat),
         Just(ArrayStep::Compare),
+        (
+            (0usize..5, 0usize..5, 0usize..4),
+            (0usize..5, 0usize..5, any::<bool>(), any::<bool>())
+        )
+            .prop_map(|((r, c, j), (r2, c2, ta, tb))| ArrayStep::MatMul(r, c, j, r2, c2, ta, tb)),
+        (0usize..5, 0usize..5, 0usize..3).prop_map(|(r, c, a)| ArrayStep::SumAxis(r, c, a)),
+        (0usize..5, 0usize..5, 0usize..3).prop_map(|(r, c, a)| ArrayStep::BroadcastAxis(r, c, a)),
+        (0usize..5, 0usize..5, 0usize..4).prop_map(|(r, c, i)| ArrayStep::MatVecTraced(r, c, i)),
     ]
 }
 
@@ -500,7 +520,7 @@ fn run_array_steps<A: optic_ad::array::Array>(
     x: &A,
     steps: &[ArrayStep],
 ) -> optic_ad::Result<A::Scalar> {
-    use optic_ad::array::{Indices, Matrix};
+    use optic_ad::array::{Indices, Mat, Matrix};
     use std::sync::Arc;
     let mut vals = vec![x.clone()];
     let mut s = x.sum();
@@ -534,6 +554,22 @@ fn run_array_steps<A: optic_ad::array::Array>(
                 cur
             }
             ArrayStep::Concat => cur.concat(&cur),
+            ArrayStep::MatMul(r, c, j, r2, c2, ta, tb) => {
+                let other = vals[vals.len() - 1 - j % vals.len()].clone();
+                let a = Mat::new(cur, *r, *c)?;
+                let b = Mat::new(other, *r2, *c2)?;
+                a.matmul_t(&b, *ta, *tb)?.into_data()
+            }
+            ArrayStep::SumAxis(r, c, axis) => Mat::new(cur, *r, *c)?.t().sum_axis(*axis)?,
+            ArrayStep::BroadcastAxis(r, c, axis) => {
+                Mat::broadcast_axis(&cur, *axis, *r, *c)?.into_data()
+            }
+            ArrayStep::MatVecTraced(r, c, i) => {
+                let a = Mat::new(cur.clone(), *r, *c)?;
+                s += a.get(*i, *i)?;
+                let y = a.matvec(&a.row(*i)?)?;
+                Mat::outer(&a.vecmat(&y)?, &y)?.into_data()
+            }
             ArrayStep::Compare => {
                 if cur.sum() > s {
                     s = s * 0.5;

@@ -241,6 +241,71 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
 
     /// `self` followed by `b`.
     fn concat(&self, b: &Self) -> Self;
+
+    /// The matrix product `op(A) op(B)` of the row-major matrices held
+    /// flat in `self` (`A`) and `b` (`B`), with the dimensions and
+    /// transpositions of `d`; the result is `m × n`, row-major. Each
+    /// element is a dot product with four partial sums, the same on every
+    /// implementation. [`Mat::matmul`](super::Mat::matmul) reads better.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if a factor does not hold `rows × cols`
+    /// elements or the inner dimensions differ.
+    fn matmul_flat(&self, b: &Self, d: MatMulDims) -> Result<Self>;
+
+    /// The transpose of the row-major `rows × cols` matrix held flat in
+    /// `self` (`cols × rows`, row-major). [`Mat::t`](super::Mat::t) reads better.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `self.len() != rows · cols`.
+    fn transpose_flat(&self, rows: usize, cols: usize) -> Result<Self>;
+
+    /// The sums along `axis` of the row-major `rows × cols` matrix held
+    /// flat in `self`: `cols` sums over the rows for axis 0, `rows` sums
+    /// over the columns for axis 1 (NumPy's `sum(axis=…)`). [`Mat::sum_axis`](super::Mat::sum_axis)
+    /// reads better.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `self.len() != rows · cols`;
+    /// [`Error::IndexOutOfRange`] for an axis other than 0 or 1.
+    fn sum_axis_flat(&self, rows: usize, cols: usize, axis: usize) -> Result<Self>;
+
+    /// The row-major `rows × cols` matrix with `self` repeated along
+    /// `axis`: as every row (axis 0, `self` has `cols` elements) or every
+    /// column (axis 1, `rows` elements). The transpose of
+    /// [`Array::sum_axis_flat`] on the same axis.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `self` has the wrong length;
+    /// [`Error::IndexOutOfRange`] for an axis other than 0 or 1.
+    fn broadcast_axis_flat(&self, axis: usize, rows: usize, cols: usize) -> Result<Self>;
+}
+
+/// `rows · cols`, or an error if it overflows.
+pub(crate) fn matrix_len(rows: usize, cols: usize) -> Result<usize> {
+    rows.checked_mul(cols).ok_or(Error::IndexOutOfRange {
+        what: "matrix: rows (rows × cols overflows)",
+        index: rows,
+        len: usize::MAX / cols.max(1),
+    })
+}
+
+/// The length a vector broadcast along `axis` into `rows × cols` must
+/// have.
+pub(crate) fn axis_len(axis: usize, rows: usize, cols: usize, what: &'static str) -> Result<usize> {
+    match axis {
+        0 => Ok(cols),
+        1 => Ok(rows),
+        _ => Err(Error::IndexOutOfRange {
+            what,
+            index: axis,
+            len: 2,
+        }),
+    }
 }
 
 /// A plain vector of any [`Real`]: the [`Array`] that runs natively on
@@ -445,7 +510,221 @@ impl<T: Real> Array for Dense<T> {
         v.extend_from_slice(&b.0);
         Dense(v)
     }
+
+    fn matmul_flat(&self, b: &Self, d: MatMulDims) -> Result<Self> {
+        let (m, _, n) = d.check(self.len(), b.len())?;
+        let mut out = vec![T::cst(0.0); m * n];
+        matmul_into(&self.0, &b.0, d, &mut Vec::new(), &mut out);
+        Ok(Dense(out))
+    }
+
+    fn transpose_flat(&self, rows: usize, cols: usize) -> Result<Self> {
+        check_len(
+            "transpose: rows × cols",
+            rows.saturating_mul(cols),
+            self.len(),
+        )?;
+        let mut out = vec![T::cst(0.0); self.len()];
+        transpose_into(&self.0, rows, cols, &mut out);
+        Ok(Dense(out))
+    }
+
+    fn sum_axis_flat(&self, rows: usize, cols: usize, axis: usize) -> Result<Self> {
+        check_len(
+            "sum_axis: rows × cols",
+            rows.saturating_mul(cols),
+            self.len(),
+        )?;
+        let n = axis_len(axis, rows, cols, "sum_axis: axis")?;
+        let mut out = vec![T::cst(0.0); n];
+        sum_axis_into(&self.0, rows, cols, axis, &mut out);
+        Ok(Dense(out))
+    }
+
+    fn broadcast_axis_flat(&self, axis: usize, rows: usize, cols: usize) -> Result<Self> {
+        let n = axis_len(axis, rows, cols, "broadcast_axis: axis")?;
+        check_len("broadcast_axis: vector vs matrix", n, self.len())?;
+        let mut out = vec![T::cst(0.0); matrix_len(rows, cols)?];
+        broadcast_axis_into(&self.0, cols, axis, &mut out);
+        Ok(Dense(out))
+    }
 }
 
 #[allow(unused_imports)]
 use super::trace::TArray;
+
+/// `Σᵢ aᵢ bᵢ` with four partial sums, as [`sum4`] of the products (the
+/// same bits as the evaluator's dot product on `f64`).
+fn dot4<T: Real>(a: &[T], b: &[T]) -> T {
+    let mut acc = [T::cst(0.0); 4];
+    let ca = a.chunks_exact(4);
+    let cb = b.chunks_exact(4);
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for l in 0..4 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+    for (&x, &y) in ra.iter().zip(rb) {
+        s += x * y;
+    }
+    s
+}
+
+/// `out = aᵀ` for a row-major `rows × cols` matrix `a` (`out` is
+/// `cols × rows`), in 8 × 8 tiles.
+pub(crate) fn transpose_into<T: Real>(a: &[T], rows: usize, cols: usize, out: &mut [T]) {
+    const TILE: usize = 8;
+    for i0 in (0..rows).step_by(TILE) {
+        for j0 in (0..cols).step_by(TILE) {
+            for i in i0..(i0 + TILE).min(rows) {
+                for j in j0..(j0 + TILE).min(cols) {
+                    out[j * rows + i] = a[i * cols + j];
+                }
+            }
+        }
+    }
+}
+
+/// The dimensions of a matrix product `op(A) op(B)`: `A` is stored
+/// `a_rows × a_cols`, `B` `b_rows × b_cols`, and `op(X) = Xᵀ` where the
+/// flag is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MatMulDims {
+    /// Rows of `A` as stored.
+    pub a_rows: usize,
+    /// Columns of `A` as stored.
+    pub a_cols: usize,
+    /// Rows of `B` as stored.
+    pub b_rows: usize,
+    /// Columns of `B` as stored.
+    pub b_cols: usize,
+    /// Whether `A` is transposed.
+    pub transpose_a: bool,
+    /// Whether `B` is transposed.
+    pub transpose_b: bool,
+}
+
+impl MatMulDims {
+    /// `(m, k, k′, n)`: `op(A)` is `m × k`, `op(B)` is `k′ × n`.
+    pub(crate) fn mkn(&self) -> (usize, usize, usize, usize) {
+        let (m, k) = if self.transpose_a {
+            (self.a_cols, self.a_rows)
+        } else {
+            (self.a_rows, self.a_cols)
+        };
+        let (k2, n) = if self.transpose_b {
+            (self.b_cols, self.b_rows)
+        } else {
+            (self.b_rows, self.b_cols)
+        };
+        (m, k, k2, n)
+    }
+
+    /// Checks the element counts and the inner dimensions; returns
+    /// `(m, k, n)`.
+    pub(crate) fn check(&self, a_len: usize, b_len: usize) -> Result<(usize, usize, usize)> {
+        check_len(
+            "matmul: left factor, rows × cols",
+            self.a_rows.saturating_mul(self.a_cols),
+            a_len,
+        )?;
+        check_len(
+            "matmul: right factor, rows × cols",
+            self.b_rows.saturating_mul(self.b_cols),
+            b_len,
+        )?;
+        let (m, k, k2, n) = self.mkn();
+        check_len(
+            "matmul: columns of the left factor vs rows of the right",
+            k,
+            k2,
+        )?;
+        matrix_len(m, n)?;
+        Ok((m, k, n))
+    }
+}
+
+/// `out = op(A) op(B)` (`m × n`, row-major): each element is the dot
+/// product of a row of `op(A)` and a column of `op(B)` with four partial
+/// sums ([`dot4`]), whatever the flags, so that every caller gets the same
+/// bits. Operands whose rows (of `op(A)`) or columns (of `op(B)`) are not
+/// contiguous are transposed into `scratch` first.
+pub(crate) fn matmul_into<T: Real>(
+    a: &[T],
+    b: &[T],
+    d: MatMulDims,
+    scratch: &mut Vec<T>,
+    out: &mut [T],
+) {
+    let (m, k, _, n) = d.mkn();
+    let a_len = m * k;
+    let need = if d.transpose_a { a_len } else { 0 } + if d.transpose_b { 0 } else { k * n };
+    if scratch.len() < need {
+        scratch.resize(need, T::cst(0.0));
+    }
+    let (sa, sb) = scratch.split_at_mut(if d.transpose_a { a_len } else { 0 });
+    let rows_a: &[T] = if d.transpose_a {
+        transpose_into(a, d.a_rows, d.a_cols, sa);
+        sa
+    } else {
+        a
+    };
+    // Columns of op(B) as rows (n × k).
+    let cols_b: &[T] = if d.transpose_b {
+        b
+    } else {
+        transpose_into(b, d.b_rows, d.b_cols, &mut sb[..k * n]);
+        &sb[..k * n]
+    };
+    if k == 0 {
+        out.fill(T::cst(0.0));
+        return;
+    }
+    for (row_out, ra) in out.chunks_exact_mut(n.max(1)).zip(rows_a.chunks_exact(k)) {
+        for (o, cb) in row_out.iter_mut().zip(cols_b.chunks_exact(k)) {
+            *o = dot4(ra, cb);
+        }
+    }
+}
+
+/// The sums of a row-major `rows × cols` matrix along `axis`: 0 gives one
+/// per column (rows added in order from 0), 1 one per row ([`sum4`]).
+pub(crate) fn sum_axis_into<T: Real>(
+    a: &[T],
+    rows: usize,
+    cols: usize,
+    axis: usize,
+    out: &mut [T],
+) {
+    if axis == 0 {
+        out.fill(T::cst(0.0));
+        for row in a.chunks_exact(cols.max(1)).take(rows) {
+            for (o, &x) in out.iter_mut().zip(row) {
+                *o += x;
+            }
+        }
+    } else {
+        for (o, row) in out.iter_mut().zip(a.chunks_exact(cols.max(1))) {
+            *o = sum4(row);
+        }
+        if cols == 0 {
+            out.fill(T::cst(0.0));
+        }
+    }
+}
+
+/// Vector `v` repeated along `axis` into a row-major `rows × cols` matrix.
+pub(crate) fn broadcast_axis_into<T: Real>(v: &[T], cols: usize, axis: usize, out: &mut [T]) {
+    if cols == 0 {
+        return;
+    }
+    for (i, row) in out.chunks_exact_mut(cols).enumerate() {
+        if axis == 0 {
+            row.copy_from_slice(&v[..cols]);
+        } else {
+            row.fill(v[i]);
+        }
+    }
+}

@@ -94,7 +94,10 @@ impl Plan {
         let mut as_view = vec![false; n];
         for i in (0..n).rev() {
             if fuse
-                && matches!(p.ops[i], ArrayOp::Slice { .. } | ArrayOp::Pad { .. })
+                && matches!(
+                    p.ops[i],
+                    ArrayOp::Slice { .. } | ArrayOp::Pad { .. } | ArrayOp::Reshape(_)
+                )
                 && !keep(i)
                 && p.shapes[i] != Shape::Scalar
             {
@@ -131,6 +134,8 @@ impl Plan {
             let len = p.shapes[i].len();
             let (a, shift, lo, hi) = match p.ops[i] {
                 ArrayOp::Slice { a, start } => (a, start as isize, 0, len),
+                // The same elements in the same order.
+                ArrayOp::Reshape(a) => (a, 0, 0, len),
                 ArrayOp::Pad { a, start } => (
                     a,
                     -(start as isize),
@@ -226,7 +231,9 @@ impl Plan {
                 let mut c = x;
                 while chain_ok && c != r {
                     let inner = match p.ops[c] {
-                        ArrayOp::Slice { a, .. } | ArrayOp::Pad { a, .. } => a.index(),
+                        ArrayOp::Slice { a, .. } | ArrayOp::Pad { a, .. } | ArrayOp::Reshape(a) => {
+                            a.index()
+                        }
                         _ => break,
                     };
                     chain_ok = uses[inner].len() == 1;
@@ -391,6 +398,8 @@ pub struct ArrayWorkspace {
     accs: Vec<([f64; 4], [f64; 3])>,
     /// Buffers of the sums of two that the running map adds into.
     acc_bufs: Vec<(usize, Vec<f64>)>,
+    /// Transposed factors of matrix products.
+    matmul_scratch: Vec<f64>,
     /// The program this workspace is planned for.
     program: u64,
 }
@@ -465,6 +474,7 @@ impl ArrayWorkspace {
             targets: Vec::new(),
             accs: Vec::new(),
             acc_bufs: Vec::new(),
+            matmul_scratch: Vec::new(),
             program: p.id,
         }
     }
@@ -701,6 +711,44 @@ impl ArrayWorkspace {
             }
             ArrayOp::MatVec { m, v } => matvec(m, self.buf(*v), out),
             ArrayOp::VecMat { m, v } => vecmat(m, self.buf(*v), out),
+            ArrayOp::Reshape(a) => out.copy_from_slice(self.buf(*a)),
+            ArrayOp::Transpose(a) => {
+                if let Shape::Matrix(r, c) = p.shapes[a.index()] {
+                    super::api::transpose_into(self.buf(*a), r, c, out);
+                }
+            }
+            &ArrayOp::MatMul {
+                a,
+                b,
+                transpose_a,
+                transpose_b,
+            } => {
+                if let (Shape::Matrix(a_rows, a_cols), Shape::Matrix(b_rows, b_cols)) =
+                    (p.shapes[a.index()], p.shapes[b.index()])
+                {
+                    let d = super::api::MatMulDims {
+                        a_rows,
+                        a_cols,
+                        b_rows,
+                        b_cols,
+                        transpose_a,
+                        transpose_b,
+                    };
+                    let mut scratch = std::mem::take(&mut self.matmul_scratch);
+                    super::api::matmul_into(self.buf(a), self.buf(b), d, &mut scratch, out);
+                    self.matmul_scratch = scratch;
+                }
+            }
+            ArrayOp::SumAxis { a, axis } => {
+                if let Shape::Matrix(r, c) = p.shapes[a.index()] {
+                    super::api::sum_axis_into(self.buf(*a), r, c, *axis, out);
+                }
+            }
+            ArrayOp::BroadcastAxis { a, axis } => {
+                if let Shape::Matrix(_, c) = p.shapes[i] {
+                    super::api::broadcast_axis_into(self.buf(*a), c, *axis, out);
+                }
+            }
             // Run by exec_map.
             ArrayOp::Map { .. } => {}
         }

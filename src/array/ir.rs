@@ -10,9 +10,10 @@ use crate::drivers::check_len;
 use crate::error::{Error, Result};
 use crate::program::{Builder, Op, Program, Var};
 
-/// The shape of an array value: a scalar (rank 0) or a vector of `n`
-/// elements (rank 1). Matrices enter programs as constant data
-/// ([`Matrix`]) through [`ArrayOp::MatVec`] and [`ArrayOp::VecMat`].
+/// The shape of an array value: a scalar (rank 0), a vector of `n`
+/// elements (rank 1) or a `rows × cols` matrix (rank 2), stored row-major.
+/// Constant matrices also enter programs as data ([`Matrix`]) through
+/// [`ArrayOp::MatVec`] and [`ArrayOp::VecMat`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Shape {
@@ -20,6 +21,8 @@ pub enum Shape {
     Scalar,
     /// `n` values (rank 1).
     Vector(usize),
+    /// `rows × cols` values (rank 2), row-major.
+    Matrix(usize, usize),
 }
 
 impl Shape {
@@ -28,6 +31,7 @@ impl Shape {
         match self {
             Shape::Scalar => 1,
             Shape::Vector(n) => n,
+            Shape::Matrix(r, c) => r.saturating_mul(c),
         }
     }
 
@@ -42,6 +46,7 @@ impl fmt::Display for Shape {
         match self {
             Shape::Scalar => write!(f, "scalar"),
             Shape::Vector(n) => write!(f, "vector[{n}]"),
+            Shape::Matrix(r, c) => write!(f, "matrix[{r}×{c}]"),
         }
     }
 }
@@ -134,7 +139,8 @@ pub enum ArrayOp {
     /// Every element equal to `c`. `−0.0` is the structural zero ("no
     /// dependence"), as in [`Builder::zero`].
     Fill(f64),
-    /// Constant data (a vector), shared by reference count.
+    /// Constant data (a vector, or a matrix row-major), shared by reference
+    /// count.
     Const(Arc<[f64]>),
     /// Elementwise `body` over the arguments: scalar arguments are
     /// broadcast, vector arguments all have the value's length. The value is
@@ -203,6 +209,43 @@ pub enum ArrayOp {
         /// The vector.
         v: AVar,
     },
+    /// The elements of `a` in row-major order, as this value's shape (of
+    /// the same number of elements). Its own transpose: the pullback
+    /// reshapes back.
+    Reshape(AVar),
+    /// `aᵀ` for a matrix `a`.
+    Transpose(AVar),
+    /// `op(a) · op(b)` for matrices, where `op(x)` is `xᵀ` if the flag is
+    /// set and `x` otherwise (the convention of BLAS `gemm`).
+    MatMul {
+        /// The left factor.
+        a: AVar,
+        /// The right factor.
+        b: AVar,
+        /// Whether the left factor is transposed.
+        transpose_a: bool,
+        /// Whether the right factor is transposed.
+        transpose_b: bool,
+    },
+    /// The sums of a matrix along an axis, as in NumPy: `axis = 0` sums
+    /// over the rows (one value per column), `axis = 1` over the columns
+    /// (one value per row).
+    SumAxis {
+        /// The matrix.
+        a: AVar,
+        /// 0 or 1.
+        axis: usize,
+    },
+    /// A vector repeated along a new axis into this value's matrix shape:
+    /// `axis = 0` repeats a row (`cols` elements) down the rows, `axis = 1`
+    /// a column (`rows` elements) across the columns. The transpose of
+    /// [`ArrayOp::SumAxis`] with the same axis.
+    BroadcastAxis {
+        /// The vector.
+        a: AVar,
+        /// 0 or 1.
+        axis: usize,
+    },
 }
 
 impl ArrayOp {
@@ -219,6 +262,11 @@ impl ArrayOp {
             | ArrayOp::Gather { a, .. }
             | ArrayOp::ScatterAdd { a, .. } => vec![*a],
             ArrayOp::MatVec { v, .. } | ArrayOp::VecMat { v, .. } => vec![*v],
+            ArrayOp::Reshape(a)
+            | ArrayOp::Transpose(a)
+            | ArrayOp::SumAxis { a, .. }
+            | ArrayOp::BroadcastAxis { a, .. } => vec![*a],
+            ArrayOp::MatMul { a, b, .. } => vec![*a, *b],
         }
     }
 
@@ -234,7 +282,15 @@ impl ArrayOp {
             | ArrayOp::Gather { a, .. }
             | ArrayOp::ScatterAdd { a, .. }
             | ArrayOp::MatVec { v: a, .. }
-            | ArrayOp::VecMat { v: a, .. } => f(*a),
+            | ArrayOp::VecMat { v: a, .. }
+            | ArrayOp::Reshape(a)
+            | ArrayOp::Transpose(a)
+            | ArrayOp::SumAxis { a, .. }
+            | ArrayOp::BroadcastAxis { a, .. } => f(*a),
+            ArrayOp::MatMul { a, b, .. } => {
+                f(*a);
+                f(*b);
+            }
         }
     }
 }
@@ -343,6 +399,27 @@ impl fmt::Display for ArrayProgram {
                 }
                 ArrayOp::VecMat { m, v } => {
                     format!("vecmat <{}×{} matrix> {}", m.rows(), m.cols(), name(*v))
+                }
+                ArrayOp::Reshape(a) => format!("reshape {}", name(*a)),
+                ArrayOp::Transpose(a) => format!("transpose {}", name(*a)),
+                ArrayOp::MatMul {
+                    a,
+                    b,
+                    transpose_a,
+                    transpose_b,
+                } => {
+                    let t = |x: bool| if x { "ᵀ" } else { "" };
+                    format!(
+                        "matmul {}{} {}{}",
+                        name(*a),
+                        t(*transpose_a),
+                        name(*b),
+                        t(*transpose_b)
+                    )
+                }
+                ArrayOp::SumAxis { a, axis } => format!("sum {} along axis {axis}", name(*a)),
+                ArrayOp::BroadcastAxis { a, axis } => {
+                    format!("broadcast {} along axis {axis}", name(*a))
                 }
             };
             writeln!(f, "  %{i}: {} = {rhs}", self.shapes[i])?;
@@ -563,6 +640,11 @@ enum Key {
     ScatterAdd(AVar, usize, usize),
     MatVec(AVar, usize),
     VecMat(AVar, usize),
+    Reshape(AVar, Shape),
+    Transpose(AVar),
+    MatMul(AVar, AVar, bool, bool),
+    SumAxis(AVar, usize),
+    BroadcastAxis(AVar, usize, Shape),
     Map(usize, Vec<AVar>),
 }
 
@@ -690,6 +772,19 @@ impl ArrayBuilder {
     pub fn constant(&mut self, data: Arc<[f64]>) -> AVar {
         let n = data.len();
         self.push(ArrayOp::Const(data), Shape::Vector(n))
+    }
+
+    /// Constant data of a given shape (row-major for a matrix).
+    pub fn constant_shaped(&mut self, data: Arc<[f64]>, shape: Shape) -> AVar {
+        if data.len() != shape.len() {
+            self.poison(Error::LengthMismatch {
+                what: "constant: data vs shape",
+                expected: shape.len(),
+                got: data.len(),
+            });
+            return self.zero(shape);
+        }
+        self.push(ArrayOp::Const(data), shape)
     }
 
     /// Records a guard on two scalars.
@@ -893,15 +988,181 @@ impl ArrayBuilder {
     fn vector_len(&mut self, a: AVar, what: &'static str) -> Option<usize> {
         match self.shape(a) {
             Shape::Vector(n) => Some(n),
-            Shape::Scalar => {
+            s => {
                 self.poison(Error::ShapeMismatch {
                     what,
                     expected: Shape::Vector(0),
-                    got: Shape::Scalar,
+                    got: s,
                 });
                 None
             }
         }
+    }
+
+    fn matrix_dims(&mut self, a: AVar, what: &'static str) -> Option<(usize, usize)> {
+        match self.shape(a) {
+            Shape::Matrix(r, c) => Some((r, c)),
+            s => {
+                self.poison(Error::ShapeMismatch {
+                    what,
+                    expected: Shape::Matrix(0, 0),
+                    got: s,
+                });
+                None
+            }
+        }
+    }
+
+    /// The elements of `a`, row-major, as `shape` (of the same number of
+    /// elements): a vector as a matrix, a matrix as a vector, or a matrix
+    /// as another matrix.
+    pub fn reshape(&mut self, a: AVar, shape: Shape) -> AVar {
+        if self.shape(a) == shape {
+            return a;
+        }
+        if self.shape(a).len() != shape.len() {
+            self.poison(Error::LengthMismatch {
+                what: "reshape: elements",
+                expected: shape.len(),
+                got: self.shape(a).len(),
+            });
+            return self.zero(shape);
+        }
+        if let Some(c) = self.fill_of(a) {
+            return self.fill(c, shape);
+        }
+        match self.ops.get(a.index()) {
+            Some(&ArrayOp::Reshape(x)) => return self.reshape(x, shape),
+            // Constant data of the new shape: the same shared buffer.
+            Some(ArrayOp::Const(d)) => {
+                let d = d.clone();
+                return self.constant_shaped(d, shape);
+            }
+            _ => {}
+        }
+        self.push_cse(Key::Reshape(a, shape), ArrayOp::Reshape(a), shape)
+    }
+
+    /// `aᵀ` for a matrix `a`.
+    pub fn transpose(&mut self, a: AVar) -> AVar {
+        let Some((r, c)) = self.matrix_dims(a, "transpose: operand") else {
+            return self.zero(Shape::Scalar);
+        };
+        let out = Shape::Matrix(c, r);
+        if let Some(c) = self.fill_of(a) {
+            return self.fill(c, out);
+        }
+        if let Some(&ArrayOp::Transpose(x)) = self.ops.get(a.index()) {
+            return x;
+        }
+        // A row or a column: the same elements in the same order.
+        if r <= 1 || c <= 1 {
+            return self.reshape(a, out);
+        }
+        self.push_cse(Key::Transpose(a), ArrayOp::Transpose(a), out)
+    }
+
+    /// `op(a) · op(b)` for matrices, `op(x) = xᵀ` where the flag is set.
+    /// A factor that is itself a transpose is folded into the flag.
+    pub fn matmul(&mut self, a: AVar, b: AVar, transpose_a: bool, transpose_b: bool) -> AVar {
+        let (Some(da), Some(db)) = (
+            self.matrix_dims(a, "matmul: left factor"),
+            self.matrix_dims(b, "matmul: right factor"),
+        ) else {
+            return self.zero(Shape::Scalar);
+        };
+        let (m, k) = if transpose_a { (da.1, da.0) } else { da };
+        let (k2, n) = if transpose_b { (db.1, db.0) } else { db };
+        let out = Shape::Matrix(m, n);
+        if k != k2 {
+            self.poison(Error::LengthMismatch {
+                what: "matmul: columns of the left factor vs rows of the right",
+                expected: k,
+                got: k2,
+            });
+            return self.zero(out);
+        }
+        if self.is_zero(a) || self.is_zero(b) {
+            return self.zero(out);
+        }
+        if let Some(&ArrayOp::Transpose(x)) = self.ops.get(a.index()) {
+            return self.matmul(x, b, !transpose_a, transpose_b);
+        }
+        if let Some(&ArrayOp::Transpose(x)) = self.ops.get(b.index()) {
+            return self.matmul(a, x, transpose_a, !transpose_b);
+        }
+        self.push_cse(
+            Key::MatMul(a, b, transpose_a, transpose_b),
+            ArrayOp::MatMul {
+                a,
+                b,
+                transpose_a,
+                transpose_b,
+            },
+            out,
+        )
+    }
+
+    /// The sums of matrix `a` along `axis` (0: one per column, 1: one per
+    /// row).
+    pub fn sum_axis(&mut self, a: AVar, axis: usize) -> AVar {
+        let Some((r, c)) = self.matrix_dims(a, "sum_axis: operand") else {
+            return self.zero(Shape::Scalar);
+        };
+        let out = match axis {
+            0 => Shape::Vector(c),
+            1 => Shape::Vector(r),
+            _ => {
+                self.poison(Error::IndexOutOfRange {
+                    what: "sum_axis: axis",
+                    index: axis,
+                    len: 2,
+                });
+                return self.zero(Shape::Scalar);
+            }
+        };
+        if self.is_zero(a) {
+            return self.zero(out);
+        }
+        self.push_cse(Key::SumAxis(a, axis), ArrayOp::SumAxis { a, axis }, out)
+    }
+
+    /// Vector `v` repeated along `axis` into a `rows × cols` matrix
+    /// (axis 0: `v` is a row of `cols` elements; axis 1: a column of
+    /// `rows`).
+    pub fn broadcast_axis(&mut self, v: AVar, axis: usize, rows: usize, cols: usize) -> AVar {
+        let out = Shape::Matrix(rows, cols);
+        let Some(n) = self.vector_len(v, "broadcast_axis: operand") else {
+            return self.zero(out);
+        };
+        let need = match axis {
+            0 => cols,
+            1 => rows,
+            _ => {
+                self.poison(Error::IndexOutOfRange {
+                    what: "broadcast_axis: axis",
+                    index: axis,
+                    len: 2,
+                });
+                return self.zero(out);
+            }
+        };
+        if n != need {
+            self.poison(Error::LengthMismatch {
+                what: "broadcast_axis: vector vs matrix",
+                expected: need,
+                got: n,
+            });
+            return self.zero(out);
+        }
+        if let Some(c) = self.fill_of(v) {
+            return self.fill(c, out);
+        }
+        self.push_cse(
+            Key::BroadcastAxis(v, axis, out),
+            ArrayOp::BroadcastAxis { a: v, axis },
+            out,
+        )
     }
 
     /// Elements `start .. start + len` of vector `a`.
@@ -1072,7 +1333,7 @@ impl ArrayBuilder {
                 self.zero(shape)
             }
             ArrayOp::Fill(c) => self.fill(*c, shape),
-            ArrayOp::Const(d) => self.constant(d.clone()),
+            ArrayOp::Const(d) => self.constant_shaped(d.clone(), shape),
             ArrayOp::Sum(a) => self.sum(m(a)),
             ArrayOp::Broadcast(a) => self.broadcast(m(a), shape),
             ArrayOp::Slice { a, start } => self.slice(m(a), *start, shape.len()),
@@ -1083,6 +1344,22 @@ impl ArrayBuilder {
             }
             ArrayOp::MatVec { m: mat, v } => self.matvec(mat.clone(), m(v)),
             ArrayOp::VecMat { m: mat, v } => self.vecmat(mat.clone(), m(v)),
+            ArrayOp::Reshape(a) => self.reshape(m(a), shape),
+            ArrayOp::Transpose(a) => self.transpose(m(a)),
+            ArrayOp::MatMul {
+                a,
+                b,
+                transpose_a,
+                transpose_b,
+            } => self.matmul(m(a), m(b), *transpose_a, *transpose_b),
+            ArrayOp::SumAxis { a, axis } => self.sum_axis(m(a), *axis),
+            ArrayOp::BroadcastAxis { a, axis } => match shape {
+                Shape::Matrix(r, c) => self.broadcast_axis(m(a), *axis, r, c),
+                _ => {
+                    self.poison(Error::Malformed(crate::error::Malformation::Blocks));
+                    self.zero(shape)
+                }
+            },
         }
     }
 
@@ -1399,6 +1676,27 @@ fn rename(op: &ArrayOp, map: &[AVar]) -> ArrayOp {
         ArrayOp::VecMat { m: mat, v } => ArrayOp::VecMat {
             m: mat.clone(),
             v: m(v),
+        },
+        ArrayOp::Reshape(a) => ArrayOp::Reshape(m(a)),
+        ArrayOp::Transpose(a) => ArrayOp::Transpose(m(a)),
+        ArrayOp::MatMul {
+            a,
+            b,
+            transpose_a,
+            transpose_b,
+        } => ArrayOp::MatMul {
+            a: m(a),
+            b: m(b),
+            transpose_a: *transpose_a,
+            transpose_b: *transpose_b,
+        },
+        ArrayOp::SumAxis { a, axis } => ArrayOp::SumAxis {
+            a: m(a),
+            axis: *axis,
+        },
+        ArrayOp::BroadcastAxis { a, axis } => ArrayOp::BroadcastAxis {
+            a: m(a),
+            axis: *axis,
         },
     }
 }

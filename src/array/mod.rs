@@ -56,12 +56,14 @@ mod api;
 mod drivers;
 mod exec;
 mod ir;
+mod mat;
 mod trace;
 mod transform;
 
-pub use api::{Array, Dense, Indices};
+pub use api::{Array, Dense, Indices, MatMulDims};
 pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
 pub use exec::ArrayWorkspace;
 pub use ir::{AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayProgram, Matrix, Shape};
+pub use mat::Mat;
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
 pub use transform::{forward, nest, reverse_joint};

@@ -8,7 +8,7 @@ use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssi
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-use super::api::{Array, Indices};
+use super::api::{axis_len, matrix_len, Array, Indices, MatMulDims};
 use super::exec::ArrayWorkspace;
 use super::ir::{AVar, ArrayBuilder, ArrayProgram, Matrix, Shape};
 use crate::drivers::check_len;
@@ -304,6 +304,61 @@ impl Array for TArray {
             }),
             n,
         )
+    }
+
+    // The rank-2 operations record their matrices as matrices (values of
+    // shape `rows × cols`) between reshapes of the flat handles; the
+    // builder cancels a reshape of a reshape, so a chain of matrix
+    // operations holds its values as matrices.
+
+    fn matmul_flat(&self, b: &Self, d: MatMulDims) -> Result<Self> {
+        let (m, _, n) = d.check(self.len, b.len)?;
+        Ok(array_of(
+            with_top(&[self.trace, b.trace], |bl| {
+                let x = bl.reshape(self.var, Shape::Matrix(d.a_rows, d.a_cols));
+                let y = bl.reshape(b.var, Shape::Matrix(d.b_rows, d.b_cols));
+                let c = bl.matmul(x, y, d.transpose_a, d.transpose_b);
+                bl.reshape(c, Shape::Vector(m * n))
+            }),
+            m * n,
+        ))
+    }
+
+    fn transpose_flat(&self, rows: usize, cols: usize) -> Result<Self> {
+        check_len("transpose: rows × cols", matrix_len(rows, cols)?, self.len)?;
+        Ok(array_of(
+            with_top(&[self.trace], |b| {
+                let x = b.reshape(self.var, Shape::Matrix(rows, cols));
+                let t = b.transpose(x);
+                b.reshape(t, Shape::Vector(self.len))
+            }),
+            self.len,
+        ))
+    }
+
+    fn sum_axis_flat(&self, rows: usize, cols: usize, axis: usize) -> Result<Self> {
+        check_len("sum_axis: rows × cols", matrix_len(rows, cols)?, self.len)?;
+        let n = axis_len(axis, rows, cols, "sum_axis: axis")?;
+        Ok(array_of(
+            with_top(&[self.trace], |b| {
+                let x = b.reshape(self.var, Shape::Matrix(rows, cols));
+                b.sum_axis(x, axis)
+            }),
+            n,
+        ))
+    }
+
+    fn broadcast_axis_flat(&self, axis: usize, rows: usize, cols: usize) -> Result<Self> {
+        let n = axis_len(axis, rows, cols, "broadcast_axis: axis")?;
+        check_len("broadcast_axis: vector vs matrix", n, self.len)?;
+        let len = matrix_len(rows, cols)?;
+        Ok(array_of(
+            with_top(&[self.trace], |b| {
+                let x = b.broadcast_axis(self.var, axis, rows, cols);
+                b.reshape(x, Shape::Vector(len))
+            }),
+            len,
+        ))
     }
 }
 

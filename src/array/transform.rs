@@ -90,6 +90,11 @@ impl BodyCache {
 /// | `v = scatter_add(a, idx)` | `ā = gather(v̄, idx)` |
 /// | `v = M a` | `ā = Mᵀ v̄` |
 /// | `v = Mᵀ a` | `ā = M v̄` |
+/// | `v = reshape(a)` | `ā = reshape(v̄)` to `a`'s shape |
+/// | `C = aᵀ` | `ā = C̄ᵀ` |
+/// | `C = A B` | `Ā = C̄ Bᵀ`, `B̄ = Aᵀ C̄` (with transposed factors, the transposes of these) |
+/// | `v = sum_axis(A, k)` | `Ā = broadcast_axis(v̄, k)` |
+/// | `C = broadcast_axis(v, k)` | `v̄ = sum_axis(C̄, k)` |
 ///
 /// where `body*` is the scalar pullback of the body (the scalar ∂⃖,
 /// [`crate::functor::reverse_joint`]). Fan-out adds cotangents; an input
@@ -186,6 +191,39 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
                     }
                     ArrayOp::MatVec { m: mat, v } => (*v, b.vecmat(mat.clone(), ct)),
                     ArrayOp::VecMat { m: mat, v } => (*v, b.matvec(mat.clone(), ct)),
+                    ArrayOp::Reshape(a) => (*a, b.reshape(ct, p.shapes[a.index()])),
+                    ArrayOp::Transpose(a) => (*a, b.transpose(ct)),
+                    ArrayOp::SumAxis { a, axis } => {
+                        let Shape::Matrix(r, c) = p.shapes[a.index()] else {
+                            continue;
+                        };
+                        (*a, b.broadcast_axis(ct, *axis, r, c))
+                    }
+                    ArrayOp::BroadcastAxis { a, axis } => (*a, b.sum_axis(ct, *axis)),
+                    &ArrayOp::MatMul {
+                        a: x,
+                        b: y,
+                        transpose_a: ta,
+                        transpose_b: tb,
+                    } => {
+                        // C = op(X) op(Y): X̄ and Ȳ as products of C̄ and the
+                        // other factor, transposed as each case needs.
+                        let (mx, my) = (m(x), m(y));
+                        let xbar = if ta {
+                            b.matmul(my, ct, tb, true)
+                        } else {
+                            b.matmul(ct, my, false, !tb)
+                        };
+                        if !b.is_zero(xbar) {
+                            acc(&mut b, &mut adj[x.index()], xbar);
+                        }
+                        let ybar = if tb {
+                            b.matmul(ct, mx, true, ta)
+                        } else {
+                            b.matmul(mx, ct, !ta, false)
+                        };
+                        (y, ybar)
+                    }
                     _ => continue,
                 };
                 if !b.is_zero(c) {
@@ -204,7 +242,9 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
 
 /// ∂⃗ on an array program: from `P(x) → y` build `F(x, ẋ) → (y, ẏ)` with
 /// `ẏ = J_P(x) ẋ`. Linear instructions (sum, broadcast, slice, pad,
-/// gather, scatter-add, matvec) apply to tangents unchanged; a map's
+/// gather, scatter-add, matvec, reshape, transpose, the sums and
+/// broadcasts along an axis) apply to tangents unchanged; a matrix product
+/// `C = A B` has `Ċ = Ȧ B + A Ḃ`; a map's
 /// tangent is a map of the body's scalar pushforward
 /// ([`crate::functor::forward`]). Tangents known to be zero are structural
 /// and emit nothing.
@@ -270,6 +310,27 @@ pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
             }
             ArrayOp::MatVec { m: mat, v } => t(v).map(|tv| b.matvec(mat.clone(), tv)),
             ArrayOp::VecMat { m: mat, v } => t(v).map(|tv| b.vecmat(mat.clone(), tv)),
+            ArrayOp::Reshape(a) => t(a).map(|ta| b.reshape(ta, shape)),
+            ArrayOp::Transpose(a) => t(a).map(|ta| b.transpose(ta)),
+            ArrayOp::SumAxis { a, axis } => t(a).map(|ta| b.sum_axis(ta, *axis)),
+            ArrayOp::BroadcastAxis { a, axis } => match shape {
+                Shape::Matrix(r, c) => t(a).map(|ta| b.broadcast_axis(ta, *axis, r, c)),
+                _ => None,
+            },
+            &ArrayOp::MatMul {
+                a: x,
+                b: y,
+                transpose_a: ta,
+                transpose_b: tb,
+            } => {
+                // Ċ = op(Ẋ) op(Y) + op(X) op(Ẏ), the terms present.
+                let dx = t(&x).map(|tx| b.matmul(tx, m(y), ta, tb));
+                let dy = t(&y).map(|ty| b.matmul(m(x), ty, ta, tb));
+                match (dx, dy) {
+                    (Some(u), Some(w)) => Some(b.add(u, w)),
+                    (u, w) => u.or(w),
+                }
+            }
         };
         tangent[i] = new.filter(|&v| !b.is_zero(v));
         i += 1;
