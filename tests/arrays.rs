@@ -771,6 +771,15 @@ proptest! {
         let ys = ps.eval(&flat).unwrap();
         prop_assert_eq!(ya.len(), ys.len());
         prop_assert!(rel_err(&ya, &ys) < TOL, "order {}: {:?} vs {:?}", order, ya, ys);
+        // The typed bundle runs the same program in stages, after a first
+        // run at other inputs (whose residual must not leak into this one).
+        let other: Vec<Vec<f64>> = inputs.iter().map(|v| v.iter().map(|t| t * 0.5 - 0.25).collect()).collect();
+        let staged = match order {
+            1 => staged_bundle::<typenum::U1>(&p, &other, &inputs),
+            2 => staged_bundle::<typenum::U2>(&p, &other, &inputs),
+            _ => staged_bundle::<typenum::U3>(&p, &other, &inputs),
+        };
+        prop_assert!(rel_err(&staged, &ya) < 1e-14, "order {}: staged {:?} vs {:?}", order, staged, ya);
     }
 
     /// `matvec` runs four rows at a time; each entry is still that row's
@@ -983,6 +992,28 @@ fn native_maps_keep_the_bits() {
         "{} of {cases} programs ran hot",
         hot.get()
     );
+}
+
+/// `array::Nested::<N>` on `p`: `call_all` at `first`, then at `inputs`
+/// (one array per input of the bundle program, which has one array per
+/// block here); the second run's `[y, r₁ … r_K]`, flattened.
+fn staged_bundle<N>(p: &ArrayProgram, first: &[Vec<f64>], inputs: &[Vec<f64>]) -> Vec<f64>
+where
+    N: typenum::Unsigned
+        + typenum::IsLessOrEqual<optic_ad::functor::MaxOrder, Output = typenum::True>,
+{
+    let mut bundle = array::Nested::<N>::new(p).unwrap();
+    let mut run = |ins: &[Vec<f64>]| {
+        let d: Vec<[&[f64]; 1]> = ins[1..].iter().map(|v| [v.as_slice()]).collect();
+        let d: Vec<&[&[f64]]> = d.iter().map(|b| b.as_slice()).collect();
+        let (y, r) = bundle.call_all(&[&ins[0]], &d).unwrap();
+        y.into_iter()
+            .chain(r.into_iter().flatten())
+            .flatten()
+            .collect::<Vec<f64>>()
+    };
+    run(first);
+    run(inputs)
 }
 
 /// Naive `op(A) op(B)` by indices (`A` stored `ar × ac`, `B` `br × bc`).

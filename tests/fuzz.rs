@@ -625,6 +625,19 @@ fn fuzz_array_api() {
                     let _ = n.eval(&[&x, &v, &x, &v]);
                 }
             }
+            // The typed bundle: closure inputs of the right and wrong
+            // lengths and counts, and the levels one by one.
+            if let Ok(mut b) = array::Nested::<U2>::new(&p) {
+                let s: &[f64] = &[0.5];
+                let _ = b.call_all(&[&x], &[&[s], &[&x], &[s]]);
+                let _ = b.call_all(&[&v], &[&[&v], &[s, s], &[]]);
+                let _ = b.call_all(&[&x], &[&[s]]);
+                if let Ok((_, l0)) = b.primal(&[&x]) {
+                    if let Ok((_, l1)) = l0.call(&[&v]) {
+                        let _ = l1.call(&[&x]);
+                    }
+                }
+            }
         }
     });
 }

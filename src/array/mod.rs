@@ -14,7 +14,11 @@
 //! * `slice` and `pad`, each the other's transpose;
 //! * `gather` and `scatter_add`, each the other's transpose;
 //! * `matvec` (`M v`) and `vecmat` (`Mᵀ v`) with constant matrices held
-//!   by reference count, each the other's transpose.
+//!   by reference count, each the other's transpose;
+//! * on traced matrices (rank 2, [`Mat`]): `matmul` with either factor
+//!   transposed (its pullback is two more products), `transpose`,
+//!   `reshape`, and `sum_axis` and `broadcast_axis`, each the other's
+//!   transpose.
 //!
 //! The design follows the differentiation of data-parallel programs in
 //! Futhark (Schenck, Rønning, Henriksen & Oancea, "AD for an array language
@@ -25,7 +29,8 @@
 //! [`Dense<f64>`] (native), [`Dense`] of num-dual numbers (forward mode),
 //! [`Dense<Tracer>`](crate::Tracer) (a scalar trace) and [`TArray`] (an
 //! array trace). The book's chapter "Arrays" gives the rules as math and a
-//! worked logistic-regression example.
+//! worked logistic-regression example. [`nest`] and [`Nested`] give ∂⃖ᴺ in
+//! the nested-closure encoding on array programs.
 //!
 //! # Example
 //!
@@ -57,6 +62,7 @@ mod drivers;
 mod exec;
 mod ir;
 mod mat;
+mod nested;
 mod trace;
 mod transform;
 
@@ -65,5 +71,6 @@ pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
 pub use exec::ArrayWorkspace;
 pub use ir::{AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayProgram, Matrix, Shape};
 pub use mat::Mat;
+pub use nested::{Level, Nested};
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
 pub use transform::{forward, nest, reverse_joint};
