@@ -705,6 +705,122 @@ fn bench_arrays_logistic(c: &mut Criterion) {
     g.finish();
 }
 
+// ---------- A network with one hidden layer on WDBC (traced matrices) ----------
+
+/// Hidden units of the network.
+const HIDDEN: usize = 16;
+
+/// `L(θ) = Σᵢ softplus(−sᵢ (w₂ · tanh(W₁ x̃ᵢ) + b₂)) + 0.005 ‖θ‖²` on the
+/// WDBC design matrix `X̃ = [X 𝟙]` (569 × 31): `W₁` is `HIDDEN × 31`
+/// (row-major, first in θ), then `w₂` (`HIDDEN`), then `b₂`. The hidden
+/// layer of the whole batch is one product `X̃ W₁ᵀ` of a constant and a
+/// traced matrix.
+fn mlp<A: optic_ad::array::Array>(
+    theta: &A,
+    x: &optic_ad::array::Matrix,
+    neg_s: &std::sync::Arc<[f64]>,
+) -> optic_ad::Result<A::Scalar> {
+    use optic_ad::array::Mat;
+    let d1 = x.cols();
+    let w1 = Mat::new(theta.slice(0, HIDDEN * d1)?, HIDDEN, d1)?;
+    let w2 = theta.slice(HIDDEN * d1, HIDDEN)?;
+    let b2 = theta.get(HIDDEN * d1 + HIDDEN)?;
+    let hidden = Mat::constant(x)
+        .matmul_t(&w1, false, true)?
+        .map(|t| t.tanh());
+    let loss = hidden
+        .matvec(&w2)?
+        .map_with(b2, |z, b| z + b)
+        .map2(&A::constant(neg_s), |m, ns| model::softplus(m * ns))?
+        .sum();
+    Ok(loss + theta.dot(theta)? * 0.005)
+}
+
+/// [`mlp`] as a plain-Rust loop over the samples (no allocation): the `f`
+/// the group's ratios divide by.
+fn mlp_loop(theta: &[f64], x: &[f64], neg_s: &[f64], d1: usize) -> f64 {
+    let (w1, rest) = theta.split_at(HIDDEN * d1);
+    let (w2, b2) = (&rest[..HIDDEN], rest[HIDDEN]);
+    let mut loss = 0.0;
+    for (row, &ns) in x.chunks_exact(d1).zip(neg_s) {
+        let mut z = b2;
+        for (wj, &w2j) in w1.chunks_exact(d1).zip(w2) {
+            let a: f64 = row.iter().zip(wj).map(|(p, q)| p * q).sum();
+            z += w2j * a.tanh();
+        }
+        loss += model::softplus(z * ns);
+    }
+    loss + theta.iter().map(|t| t * t).sum::<f64>() * 0.005
+}
+
+fn bench_arrays_mlp(c: &mut Criterion) {
+    use optic_ad::array::{self, Dense};
+    let path = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/data/wdbc.csv"
+    ));
+    let data = model::load_wdbc(path).unwrap();
+    let design = data.design();
+    let (x, neg_s) = (&*design.x, &design.neg_s);
+    let d1 = x.cols();
+    let n = HIDDEN * d1 + HIDDEN + 1;
+    let theta: Vec<f64> = (0..n).map(|i| 0.1 * ((i as f64) * 0.9).sin()).collect();
+    let v: Vec<f64> = (0..n).map(|i| ((i as f64) * 1.7).cos()).collect();
+    let f = |t: &array::TArray| mlp(t, x, neg_s);
+    // The loop, native Dense and the traced program agree; gradient and
+    // HVP against num-dual (one Dual64 / HyperDual64 pass per parameter).
+    let f0 = mlp_loop(&theta, x.as_slice(), neg_s, d1);
+    let f_dense = mlp(&Dense(theta.clone()), x, neg_s).unwrap();
+    assert!(close(&[f_dense], &[f0]));
+    let mut grad = array::Gradient::new(f, &theta).unwrap();
+    let mut g_out = vec![0.0; n];
+    grad.eval(&theta, &mut g_out).unwrap();
+    let mut h = array::Hvp::new(f, &theta).unwrap();
+    h.linearize(&theta).unwrap();
+    let mut hv = vec![0.0; n];
+    h.apply(&v, &mut hv).unwrap();
+    let mut hv_one = vec![0.0; n];
+    h.eval(&theta, &v, &mut hv_one).unwrap();
+    let (mut g_ref, mut hv_ref) = (vec![0.0; n], vec![0.0; n]);
+    num_dual_gradient(
+        |t| mlp(&Dense(t.to_vec()), x, neg_s).unwrap(),
+        &theta,
+        &mut g_ref,
+        &mut Vec::new(),
+    );
+    num_dual_hvp(
+        |t| mlp(&Dense(t.to_vec()), x, neg_s).unwrap(),
+        &theta,
+        &v,
+        &mut hv_ref,
+        &mut Vec::new(),
+    );
+    assert!(close(&g_out, &g_ref) && close(&hv, &hv_ref) && close(&hv_one, &hv_ref));
+    let mut g = c.benchmark_group("arrays_mlp_wdbc");
+    g.bench_function("f64 f", |b| {
+        b.iter(|| mlp_loop(black_box(&theta), x.as_slice(), neg_s, d1))
+    });
+    g.bench_function("gradient", |b| {
+        b.iter(|| grad.eval(black_box(&theta), &mut g_out).unwrap())
+    });
+    g.bench_function("hvp (linearize + apply)", |b| {
+        b.iter(|| {
+            h.linearize(black_box(&theta)).unwrap();
+            h.apply(black_box(&v), &mut hv).unwrap()
+        })
+    });
+    g.bench_function("hvp (apply)", |b| {
+        b.iter(|| h.apply(black_box(&v), &mut hv).unwrap())
+    });
+    g.bench_function("hvp (one pass)", |b| {
+        b.iter(|| h.eval(black_box(&theta), black_box(&v), &mut hv).unwrap())
+    });
+    g.bench_function("build Hvp", |b| {
+        b.iter(|| array::Hvp::new(f, black_box(&theta)).unwrap())
+    });
+    g.finish();
+}
+
 /// The minimal-surface example's problem as a plain-Rust loop: the padded
 /// `(N + 2)²` grid holds the boundary values once; each call copies the
 /// unknowns into its interior and sums MINPACK-2's `2 (N + 1)²` triangle
@@ -882,6 +998,6 @@ fn bench_build(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_build, bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic, bench_arrays_minimal_surface
+    targets = bench_build, bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic, bench_arrays_minimal_surface, bench_arrays_mlp
 }
 criterion_main!(benches);

@@ -236,6 +236,50 @@ def run_jax_minimal_surface():
     return out
 
 
+def run_jax_mlp():
+    """A network with one hidden layer of 16 tanh units on WDBC (bench group
+    arrays_mlp_wdbc): the same parameters, layout and point as the Rust
+    bench; the gradient is checked against central differences."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    X, s = load_wdbc()
+    Xt = np.hstack([X, np.ones((X.shape[0], 1))])
+    hidden, d1 = 16, Xt.shape[1]
+    n = hidden * d1 + hidden + 1
+    j = np.arange(n)
+    theta = 0.1 * np.sin(j * 0.9)
+    v = np.cos(j * 1.7)
+    Xj, neg_s = jnp.asarray(Xt), jnp.asarray(-s)
+
+    def loss(t):
+        w1 = t[: hidden * d1].reshape(hidden, d1)
+        w2, b2 = t[hidden * d1 : hidden * d1 + hidden], t[-1]
+        z = jnp.tanh(Xj @ w1.T) @ w2 + b2
+        return jnp.sum(jnp.logaddexp(0.0, neg_s * z)) + 0.005 * jnp.dot(t, t)
+
+    tj, vj = jnp.asarray(theta), jnp.asarray(v)
+    f = jax.jit(loss)
+    g = jax.jit(jax.grad(loss))
+    hv = jax.jit(lambda x, v: jax.jvp(jax.grad(loss), (x,), (v,))[1])
+    gj = np.asarray(g(tj))
+    for k in (0, 100, n - 1):
+        e = np.zeros(n)
+        e[k] = 1e-6
+        fd = (float(f(tj + e)) - float(f(tj - e))) / 2e-6
+        assert abs(fd - gj[k]) < 1e-6 * (1.0 + abs(gj[k])), (k, fd, gj[k])
+    assert np.all(np.isfinite(np.asarray(hv(tj, vj))))
+    return {
+        "arrays_mlp_wdbc": {
+            "f": median_ns(lambda: f(tj).block_until_ready()),
+            "gradient": median_ns(lambda: g(tj).block_until_ready()),
+            "hvp": median_ns(lambda: hv(tj, vj).block_until_ready()),
+        }
+    }
+
+
 def run_casadi():
     import casadi as ca
 
@@ -293,6 +337,8 @@ def main():
         for group, times in run_jax_scaling().items():
             merged.setdefault(group, {})["jax"] = times
         for group, times in run_jax_minimal_surface().items():
+            merged.setdefault(group, {})["jax"] = times
+        for group, times in run_jax_mlp().items():
             merged.setdefault(group, {})["jax"] = times
     except ImportError as e:
         print(f"jax: not installed ({e})")

@@ -683,7 +683,36 @@ pub(crate) fn matmul_into<T: Real>(
         return;
     }
     for (row_out, ra) in out.chunks_exact_mut(n.max(1)).zip(rows_a.chunks_exact(k)) {
-        for (o, cb) in row_out.iter_mut().zip(cols_b.chunks_exact(k)) {
+        // Four columns at a time: they share the loads of the row, and
+        // their sixteen partial sums are independent; each column's sums
+        // are those of `dot4` (the same bits).
+        let mut quads = row_out.chunks_exact_mut(4);
+        let mut blocks = cols_b.chunks_exact(4 * k);
+        for (o, block) in (&mut quads).zip(&mut blocks) {
+            let head = k - k % 4;
+            let mut acc = [[T::cst(0.0); 4]; 4];
+            for p in (0..head).step_by(4) {
+                let a = &ra[p..p + 4];
+                for (c, acc_c) in acc.iter_mut().enumerate() {
+                    let b = &block[c * k + p..c * k + p + 4];
+                    for l in 0..4 {
+                        acc_c[l] += a[l] * b[l];
+                    }
+                }
+            }
+            for (c, (acc_c, y)) in acc.iter().zip(o.iter_mut()).enumerate() {
+                let mut s = (acc_c[0] + acc_c[1]) + (acc_c[2] + acc_c[3]);
+                for (&x, &b) in ra[head..].iter().zip(&block[c * k + head..(c + 1) * k]) {
+                    s += x * b;
+                }
+                *y = s;
+            }
+        }
+        for (o, cb) in quads
+            .into_remainder()
+            .iter_mut()
+            .zip(blocks.remainder().chunks_exact(k))
+        {
             *o = dot4(ra, cb);
         }
     }
