@@ -554,8 +554,8 @@ impl<T: Real> Array for Dense<T> {
 use super::trace::TArray;
 
 /// `Σᵢ aᵢ bᵢ` with four partial sums, as [`sum4`] of the products (the
-/// same bits as the evaluator's dot product on `f64`).
-fn dot4<T: Real>(a: &[T], b: &[T]) -> T {
+/// evaluator's dot product on `f64`).
+pub(crate) fn dot4<T: Real>(a: &[T], b: &[T]) -> T {
     let mut acc = [T::cst(0.0); 4];
     let ca = a.chunks_exact(4);
     let cb = b.chunks_exact(4);
@@ -683,38 +683,52 @@ pub(crate) fn matmul_into<T: Real>(
         return;
     }
     for (row_out, ra) in out.chunks_exact_mut(n.max(1)).zip(rows_a.chunks_exact(k)) {
-        // Four columns at a time: they share the loads of the row, and
-        // their sixteen partial sums are independent; each column's sums
-        // are those of `dot4` (the same bits).
-        let mut quads = row_out.chunks_exact_mut(4);
-        let mut blocks = cols_b.chunks_exact(4 * k);
-        for (o, block) in (&mut quads).zip(&mut blocks) {
-            let head = k - k % 4;
-            let mut acc = [[T::cst(0.0); 4]; 4];
-            for p in (0..head).step_by(4) {
-                let a = &ra[p..p + 4];
-                for (c, acc_c) in acc.iter_mut().enumerate() {
-                    let b = &block[c * k + p..c * k + p + 4];
-                    for l in 0..4 {
-                        acc_c[l] += a[l] * b[l];
-                    }
+        rows_dot(cols_b, k, ra, row_out);
+    }
+}
+
+/// `out[r] = dot4(row r, x)` for the row-major `out.len() × cols` matrix
+/// `data`, four rows at a time: the four rows share the loads of `x`, and
+/// their sixteen partial sums are independent (one row's four are a chain
+/// of dependent additions), while each row's sums stay those of [`dot4`]
+/// (the same bits). The kernel of `matvec` and of each row of a matrix
+/// product.
+pub(crate) fn rows_dot<T: Real>(data: &[T], cols: usize, x: &[T], out: &mut [T]) {
+    if cols == 0 {
+        out.fill(T::cst(0.0));
+        return;
+    }
+    let head = cols - cols % 4;
+    let mut quads = out.chunks_exact_mut(4);
+    let mut blocks = data.chunks_exact(4 * cols);
+    for (o, block) in (&mut quads).zip(&mut blocks) {
+        let mut acc = [[T::cst(0.0); 4]; 4];
+        for j in (0..head).step_by(4) {
+            let xs = &x[j..j + 4];
+            for (r, a) in acc.iter_mut().enumerate() {
+                let row = &block[r * cols + j..r * cols + j + 4];
+                for l in 0..4 {
+                    a[l] += row[l] * xs[l];
                 }
             }
-            for (c, (acc_c, y)) in acc.iter().zip(o.iter_mut()).enumerate() {
-                let mut s = (acc_c[0] + acc_c[1]) + (acc_c[2] + acc_c[3]);
-                for (&x, &b) in ra[head..].iter().zip(&block[c * k + head..(c + 1) * k]) {
-                    s += x * b;
-                }
-                *y = s;
+        }
+        for (r, (a, y)) in acc.iter().zip(o.iter_mut()).enumerate() {
+            let mut s = (a[0] + a[1]) + (a[2] + a[3]);
+            for (&b, &c) in block[r * cols + head..(r + 1) * cols]
+                .iter()
+                .zip(&x[head..])
+            {
+                s += b * c;
             }
+            *y = s;
         }
-        for (o, cb) in quads
-            .into_remainder()
-            .iter_mut()
-            .zip(blocks.remainder().chunks_exact(k))
-        {
-            *o = dot4(ra, cb);
-        }
+    }
+    for (o, row) in quads
+        .into_remainder()
+        .iter_mut()
+        .zip(blocks.remainder().chunks_exact(cols))
+    {
+        *o = dot4(row, x);
     }
 }
 

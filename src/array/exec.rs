@@ -1169,71 +1169,15 @@ pub(crate) fn check_inputs(p: &ArrayProgram, inputs: &[&[f64]]) -> Result<()> {
     Ok(())
 }
 
-/// Σ aᵢ bᵢ with four partial sums.
-pub(crate) fn dot(a: &[f64], b: &[f64]) -> f64 {
-    let mut acc = [0.0; 4];
-    let ca = a.chunks_exact(4);
-    let cb = b.chunks_exact(4);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..4 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for (x, y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
-}
-
-/// `out = M x`, each row by the sums of [`dot`] (the same bits), four rows
-/// at a time: the four rows share the loads of `x`, and their sixteen
-/// partial sums are independent, where one row's four were a chain of
-/// dependent additions every four products.
+/// `out = M x`, each row by the sums of [`super::api::dot4`] (the same
+/// bits), four rows at a time ([`super::api::rows_dot`]).
 fn matvec(m: &Matrix, x: &[f64], out: &mut [f64]) {
     let cols = m.cols();
-    if cols == 0 {
-        out.fill(0.0);
-        return;
-    }
     let (Some(x), Some(data)) = (x.get(..cols), m.as_slice().get(..out.len() * cols)) else {
         // Not reached: the builder checks the shapes.
         return;
     };
-    let head = cols - cols % 4;
-    let mut quads = out.chunks_exact_mut(4);
-    let mut blocks = data.chunks_exact(4 * cols);
-    for (o, block) in (&mut quads).zip(&mut blocks) {
-        let mut acc = [[0.0; 4]; 4];
-        for j in (0..head).step_by(4) {
-            let xs = &x[j..j + 4];
-            for (k, a) in acc.iter_mut().enumerate() {
-                let row = &block[k * cols + j..k * cols + j + 4];
-                for l in 0..4 {
-                    a[l] += row[l] * xs[l];
-                }
-            }
-        }
-        for (k, (a, y)) in acc.iter().zip(o.iter_mut()).enumerate() {
-            let mut s = (a[0] + a[1]) + (a[2] + a[3]);
-            for (b, c) in block[k * cols + head..(k + 1) * cols]
-                .iter()
-                .zip(&x[head..])
-            {
-                s += b * c;
-            }
-            *y = s;
-        }
-    }
-    let rest = blocks.remainder();
-    for (o, row) in quads
-        .into_remainder()
-        .iter_mut()
-        .zip(rest.chunks_exact(cols))
-    {
-        *o = dot(row, x);
-    }
+    super::api::rows_dot(data, cols, x, out);
 }
 
 /// `out = Mᵀ x`: `out[j] = (((0 + x₀ M₀ⱼ) + x₁ M₁ⱼ) + …)`, the rows added
