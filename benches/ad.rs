@@ -644,6 +644,18 @@ fn bench_arrays_rosenbrock(c: &mut Criterion) {
         g.bench_function(format!("n={n}/build Hvp"), |b| {
             b.iter(|| array::Hvp::new(rosenbrock_array, black_box(&x)).unwrap())
         });
+        // Taylor mode: dᵏ/dtᵏ f(x + t v), k ≤ 4, whose second entry is
+        // vᵀ H v (checked against the HVP above).
+        if n <= 1_000_000 {
+            let mut d = array::Directional::new(rosenbrock_array, &x, 4).unwrap();
+            let mut dk = [0.0; 5];
+            d.eval(&x, &v, &mut dk).unwrap();
+            let vhv: f64 = v.iter().zip(&hv).map(|(a, b)| a * b).sum();
+            assert!((dk[2] - vhv).abs() <= 1e-10 * vhv.abs().max(1.0));
+            g.bench_function(format!("n={n}/taylor order 4 (Directional)"), |b| {
+                b.iter(|| d.eval(black_box(&x), black_box(&v), &mut dk).unwrap())
+            });
+        }
     }
     g.finish();
 }

@@ -124,6 +124,17 @@ def run_jax_scaling():
     f = jax.jit(rosen)
     g = jax.jit(jax.grad(rosen))
     hv = jax.jit(lambda x, v: jax.jvp(jax.grad(rosen), (x,), (v,))[1])
+    # Taylor mode along x + t v to order 4 (row "taylor order 4" of
+    # arrays_rosenbrock): jet's series terms are the derivatives
+    # dᵏ/dtᵏ f(x + t v), k = 1 … 4.
+    from jax.experimental.jet import jet
+
+    def taylor4(x, v):
+        z = jnp.zeros_like(v)
+        y, ys = jet(rosen, (x,), ((v, z, z, z),))
+        return jnp.stack([y] + list(ys))
+
+    d4 = jax.jit(taylor4)
     out = {}
     for n in (10_000, 100_000, 1_000_000, 10_000_000):
         i = np.arange(n)
@@ -137,11 +148,15 @@ def run_jax_scaling():
         gref[1:] += 200.0 * t
         assert np.allclose(np.asarray(g(x)), gref, rtol=1e-12, atol=1e-9)
         assert np.all(np.isfinite(np.asarray(hv(x, v))))
+        # vᵀ H v two ways: the HVP and the second Taylor derivative.
+        vhv = float(np.dot(vn, np.asarray(hv(x, v))))
+        assert abs(float(d4(x, v)[2]) - vhv) <= 1e-9 * max(1.0, abs(vhv))
         repeats = 15 if n <= 1_000_000 else 5
         out[f"arrays_rosenbrock n={n}"] = {
             "f": median_ns(lambda: f(x).block_until_ready(), repeats=repeats),
             "gradient": median_ns(lambda: g(x).block_until_ready(), repeats=repeats),
             "hvp": median_ns(lambda: hv(x, v).block_until_ready(), repeats=repeats),
+            "taylor order 4": median_ns(lambda: d4(x, v).block_until_ready(), repeats=repeats),
         }
     return out
 

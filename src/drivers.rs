@@ -833,7 +833,7 @@ fn univariate_derivatives(t: &mut TaylorProgram, x: f64, out: &mut [f64]) -> Res
 
 /// Coefficient `k ≥ 1` times `k!`, with `−0.0` as `+0.0` (the value,
 /// coefficient 0, is left bit for bit).
-fn scale_by_factorials(c: &mut [f64]) {
+pub(crate) fn scale_by_factorials(c: &mut [f64]) {
     let mut fact = 1.0;
     for (k, v) in c.iter_mut().enumerate().skip(1) {
         fact *= k as f64;

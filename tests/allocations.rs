@@ -162,8 +162,10 @@ fn array_drivers_do_not_allocate() {
     let x = [0.3, -0.2, 0.9, 1.1];
     let mut g = array::Gradient::new(array_model, &x).unwrap();
     let mut h = array::Hvp::new(array_model, &x).unwrap();
-    let (mut grad, mut hv) = ([0.0; 4], [0.0; 4]);
+    let mut d = array::Directional::new(array_model, &x, 5).unwrap();
+    let (mut grad, mut hv, mut dk) = ([0.0; 4], [0.0; 4], [0.0; 6]);
     g.eval(&x, &mut grad).unwrap();
+    d.eval(&x, &[1.0, 0.0, 0.0, 0.0], &mut dk).unwrap();
     h.linearize(&x).unwrap();
     h.apply(&[1.0, 0.0, 0.0, 0.0], &mut hv).unwrap();
     h.eval(&x, &[1.0, 0.0, 0.0, 0.0], &mut hv).unwrap();
@@ -174,6 +176,7 @@ fn array_drivers_do_not_allocate() {
             h.linearize(&y).unwrap();
             h.apply(&[1.0, 0.5, 0.0, k as f64], &mut hv).unwrap();
             h.eval(&y, &[0.5, 0.5, 1.0, k as f64], &mut hv).unwrap();
+            d.eval(&y, &[0.5, 0.5, 1.0, k as f64], &mut dk).unwrap();
         }
     });
     assert_eq!(info.count_total, 0);

@@ -28,7 +28,7 @@ use optic_ad::{
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
 use serde_json::{json, Value};
-use typenum::{U2, U3};
+use typenum::{U2, U3, U4};
 
 fn cases() -> u32 {
     std::env::var("OPTIC_FUZZ_CASES")
@@ -598,6 +598,11 @@ fn fuzz_array_api() {
         let _ = array::gradient(f, &x);
         let _ = array::hvp(f, &x, &v);
         let _ = array::directional3(f, &x, &v);
+        let _ = array::taylor::<U4>(f, &x, &v);
+        if let Ok(mut d) = array::Directional::new(f, &x, 3) {
+            let _ = d.eval(&x, &v, &mut [0.0; 4]);
+            let _ = d.eval(&v, &x, &mut [0.0; 3]);
+        }
         if let Ok(mut h) = array::Hvp::new(f, &x) {
             let mut out = vec![0.0; v.len()];
             let _ = h.apply(&v, &mut out);
@@ -619,6 +624,16 @@ fn fuzz_array_api() {
             if let Ok(j) = array::reverse_joint(&p) {
                 let _ = j.eval(&[&x, &v]);
                 let _ = ws.run(&j, &[&x, &v]);
+            }
+            for degree in [0, 3, 171] {
+                if let Ok(mut t) = array::TaylorProgram::new(&p, degree) {
+                    let _ = t.eval(&[&x]);
+                    let _ = t.eval(&[&x, &v]);
+                    let jet: Vec<f64> = x.iter().chain(&v).copied().collect();
+                    let _ = t.eval(&[&jet]);
+                    let _ = t.output(0);
+                    let _ = t.output(3);
+                }
             }
             for order in [0, 2, 25] {
                 if let Ok(n) = array::nest(&p, order) {

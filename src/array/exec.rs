@@ -576,19 +576,7 @@ impl ArrayWorkspace {
             }
             self.exec(p, i, inputs, ext)?;
         }
-        for (gi, g) in p.guards.iter().enumerate() {
-            let a = self.value(g.a).first().copied().unwrap_or(f64::NAN);
-            let b = self.value(g.b).first().copied().unwrap_or(f64::NAN);
-            let now = a.partial_cmp(&b);
-            if now != g.ordering {
-                return Err(Error::GuardFailed {
-                    index: gi,
-                    traced: g.ordering,
-                    now,
-                });
-            }
-        }
-        Ok(())
+        check_guards(p, |v| self.value(v))
     }
 
     fn exec(
@@ -681,76 +669,13 @@ impl ArrayWorkspace {
             }
             ArrayOp::Fill(c) => out.fill(*c),
             ArrayOp::Const(d) => out.copy_from_slice(d),
-            ArrayOp::MapOut(_) => {}
-            ArrayOp::Sum(a) => out[0] = super::api::sum4(self.buf(*a)),
-            ArrayOp::Broadcast(a) => {
-                let c = self.buf(*a)[0];
-                out.fill(c);
-            }
-            ArrayOp::Slice { a, start } => {
-                let n = out.len();
-                out.copy_from_slice(&self.buf(*a)[*start..*start + n]);
-            }
-            ArrayOp::Pad { a, start } => {
-                let src = self.buf(*a);
-                out.fill(0.0);
-                out[*start..*start + src.len()].copy_from_slice(src);
-            }
-            ArrayOp::Gather { a, idx, .. } => {
-                let src = self.buf(*a);
-                for (o, &j) in out.iter_mut().zip(idx.iter()) {
-                    *o = src[j as usize];
-                }
-            }
-            ArrayOp::ScatterAdd { a, idx, .. } => {
-                let src = self.buf(*a);
-                out.fill(0.0);
-                for (&x, &j) in src.iter().zip(idx.iter()) {
-                    out[j as usize] += x;
-                }
-            }
-            ArrayOp::MatVec { m, v } => matvec(m, self.buf(*v), out),
-            ArrayOp::VecMat { m, v } => vecmat(m, self.buf(*v), out),
-            ArrayOp::Reshape(a) => out.copy_from_slice(self.buf(*a)),
-            ArrayOp::Transpose(a) => {
-                if let Shape::Matrix(r, c) = p.shapes[a.index()] {
-                    super::api::transpose_into(self.buf(*a), r, c, out);
-                }
-            }
-            &ArrayOp::MatMul {
-                a,
-                b,
-                transpose_a,
-                transpose_b,
-            } => {
-                if let (Shape::Matrix(a_rows, a_cols), Shape::Matrix(b_rows, b_cols)) =
-                    (p.shapes[a.index()], p.shapes[b.index()])
-                {
-                    let d = super::api::MatMulDims {
-                        a_rows,
-                        a_cols,
-                        b_rows,
-                        b_cols,
-                        transpose_a,
-                        transpose_b,
-                    };
-                    let mut scratch = std::mem::take(&mut self.matmul_scratch);
-                    super::api::matmul_into(self.buf(a), self.buf(b), d, &mut scratch, out);
-                    self.matmul_scratch = scratch;
-                }
-            }
-            ArrayOp::SumAxis { a, axis } => {
-                if let Shape::Matrix(r, c) = p.shapes[a.index()] {
-                    super::api::sum_axis_into(self.buf(*a), r, c, *axis, out);
-                }
-            }
-            ArrayOp::BroadcastAxis { a, axis } => {
-                if let Shape::Matrix(_, c) = p.shapes[i] {
-                    super::api::broadcast_axis_into(self.buf(*a), c, *axis, out);
-                }
-            }
             // Run by exec_map.
-            ArrayOp::Map { .. } => {}
+            ArrayOp::MapOut(_) | ArrayOp::Map { .. } => {}
+            _ => {
+                let mut scratch = std::mem::take(&mut self.matmul_scratch);
+                structural_value(p, i, |v| self.buf(v), &mut scratch, out);
+                self.matmul_scratch = scratch;
+            }
         }
         Ok(())
     }
@@ -1167,6 +1092,125 @@ pub(crate) fn check_inputs(p: &ArrayProgram, inputs: &[&[f64]]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// Checks the guards of `p` on the first element of each operand's value
+/// as `value` gives it (the value itself, or its constant Taylor term).
+///
+/// # Errors
+///
+/// [`Error::GuardFailed`] for the first guard that no longer holds.
+pub(super) fn check_guards<'a>(p: &ArrayProgram, value: impl Fn(AVar) -> &'a [f64]) -> Result<()> {
+    for (gi, g) in p.guards.iter().enumerate() {
+        let at = |v: AVar| value(v).first().copied().unwrap_or(f64::NAN);
+        let now = at(g.a).partial_cmp(&at(g.b));
+        if now != g.ordering {
+            return Err(Error::GuardFailed {
+                index: gi,
+                traced: g.ordering,
+                now,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The value of instruction `i` of `p` written to `out`, for every
+/// instruction but the inputs, constants and maps: the linear operations
+/// (sum, broadcast, slice, pad, gather, scatter-add, the products with
+/// constant matrices, reshape, transpose, axis sums and broadcasts) and
+/// the bilinear matrix product, reading each operand through `buf`. The
+/// one definition of these values, shared by the executor and by Taylor
+/// mode ([`super::taylor`]), which runs the linear ones once per Taylor
+/// coefficient.
+pub(super) fn structural_value<'a>(
+    p: &ArrayProgram,
+    i: usize,
+    buf: impl Fn(AVar) -> &'a [f64],
+    matmul_scratch: &mut Vec<f64>,
+    out: &mut [f64],
+) {
+    match &p.ops[i] {
+        ArrayOp::Input(_)
+        | ArrayOp::Fill(_)
+        | ArrayOp::Const(_)
+        | ArrayOp::Map { .. }
+        | ArrayOp::MapOut(_) => {}
+        ArrayOp::Sum(a) => out[0] = super::api::sum4(buf(*a)),
+        ArrayOp::Broadcast(a) => out.fill(buf(*a)[0]),
+        ArrayOp::Slice { a, start } => {
+            let n = out.len();
+            out.copy_from_slice(&buf(*a)[*start..*start + n]);
+        }
+        ArrayOp::Pad { a, start } => {
+            let src = buf(*a);
+            out.fill(0.0);
+            out[*start..*start + src.len()].copy_from_slice(src);
+        }
+        ArrayOp::Gather { a, idx, .. } => {
+            let src = buf(*a);
+            for (o, &j) in out.iter_mut().zip(idx.iter()) {
+                *o = src[j as usize];
+            }
+        }
+        ArrayOp::ScatterAdd { a, idx, .. } => {
+            let src = buf(*a);
+            out.fill(0.0);
+            for (&x, &j) in src.iter().zip(idx.iter()) {
+                out[j as usize] += x;
+            }
+        }
+        ArrayOp::MatVec { m, v } => matvec(m, buf(*v), out),
+        ArrayOp::VecMat { m, v } => vecmat(m, buf(*v), out),
+        ArrayOp::Reshape(a) => out.copy_from_slice(buf(*a)),
+        ArrayOp::Transpose(a) => {
+            if let Shape::Matrix(r, c) = p.shapes[a.index()] {
+                super::api::transpose_into(buf(*a), r, c, out);
+            }
+        }
+        &ArrayOp::MatMul { a, b, .. } => {
+            if let Some(d) = matmul_dims(p, i) {
+                super::api::matmul_into(buf(a), buf(b), d, matmul_scratch, out);
+            }
+        }
+        ArrayOp::SumAxis { a, axis } => {
+            if let Shape::Matrix(r, c) = p.shapes[a.index()] {
+                super::api::sum_axis_into(buf(*a), r, c, *axis, out);
+            }
+        }
+        ArrayOp::BroadcastAxis { a, axis } => {
+            if let Shape::Matrix(_, c) = p.shapes[i] {
+                super::api::broadcast_axis_into(buf(*a), c, *axis, out);
+            }
+        }
+    }
+}
+
+/// The dimensions of matrix product `i` of `p` (`None` if instruction `i`
+/// is not a product of matrices).
+pub(super) fn matmul_dims(p: &ArrayProgram, i: usize) -> Option<super::api::MatMulDims> {
+    let &ArrayOp::MatMul {
+        a,
+        b,
+        transpose_a,
+        transpose_b,
+    } = p.ops.get(i)?
+    else {
+        return None;
+    };
+    match (p.shapes[a.index()], p.shapes[b.index()]) {
+        (Shape::Matrix(a_rows, a_cols), Shape::Matrix(b_rows, b_cols)) => {
+            Some(super::api::MatMulDims {
+                a_rows,
+                a_cols,
+                b_rows,
+                b_cols,
+                transpose_a,
+                transpose_b,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// `out = M x`, each row by the sums of [`super::api::dot4`] (the same

@@ -30,7 +30,9 @@
 //! [`Dense<Tracer>`](crate::Tracer) (a scalar trace) and [`TArray`] (an
 //! array trace). The book's chapter "Arrays" gives the rules as math and a
 //! worked logistic-regression example. [`nest`] and [`Nested`] give ∂⃖ᴺ in
-//! the nested-closure encoding on array programs.
+//! the nested-closure encoding on array programs; [`TaylorProgram`],
+//! [`taylor()`] and [`Directional`] give Taylor mode (jets of any degree up
+//! to [`crate::functor::MAX_TAYLOR_ORDER`]) on them.
 //!
 //! # Example
 //!
@@ -63,6 +65,7 @@ mod exec;
 mod ir;
 mod mat;
 mod nested;
+mod taylor;
 mod trace;
 mod transform;
 
@@ -72,5 +75,6 @@ pub use exec::ArrayWorkspace;
 pub use ir::{AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayProgram, Matrix, Shape};
 pub use mat::Mat;
 pub use nested::{Level, Nested};
+pub use taylor::{taylor, Directional, TaylorProgram};
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
 pub use transform::{forward, nest, reverse_joint};

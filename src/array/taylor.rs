@@ -1,0 +1,430 @@
+//! Taylor mode on array programs: jets of degree `K` pushed through an
+//! [`ArrayProgram`], each array value carrying its `K + 1` Taylor
+//! coefficients as `K + 1` arrays.
+//!
+//! The rules follow from the structure of each instruction (Griewank &
+//! Walther, *Evaluating Derivatives*, 2nd ed., §13.2, for the products and
+//! the elementary functions):
+//!
+//! * a **linear** instruction `y = L a` (sum, broadcast, slice, pad, gather,
+//!   scatter-add, the products with constant matrices, reshape, transpose,
+//!   the axis sums and broadcasts) maps coefficient `k` to coefficient `k`:
+//!   `yₖ = L aₖ`;
+//! * the **bilinear** matrix product of two traced factors is a Cauchy
+//!   product, `Cₖ = Σᵢ₌₀ᵏ op(Aᵢ) op(Bₖ₋ᵢ)`;
+//! * a **map** runs the scalar Taylor functor of its body
+//!   ([`crate::functor::TaylorProgram`]) element by element, so every
+//!   primitive of the table and every user rule keeps its own `O(K²)`
+//!   recurrence;
+//! * constants and fills have only a constant term, and a guard is checked
+//!   on the constant terms.
+//!
+//! Coefficients that are zero by structure (those above the degree an
+//! instruction can reach from the inputs: a constant has degree 0, a
+//! product of degrees `p` and `q` degree `p + q`) are never computed.
+
+use super::api::matmul_into;
+use super::exec::{check_guards, matmul_dims, structural_value};
+use super::ir::{AVar, ArrayOp, ArrayProgram, Shape};
+use crate::error::{Error, Result};
+use crate::functor::TaylorProgram as ScalarTaylor;
+
+/// The Taylor functor on an array program: `P` becomes `T_K P`, which maps
+/// the jets of its inputs (each input array with `K + 1` Taylor
+/// coefficients) to the jets of its outputs, evaluated many times without
+/// allocation.
+///
+/// Layout: the jet of an array of `len` elements is `(K + 1)·len` values,
+/// **coefficient-major**: coefficient `k` of element `e` at `k·len + e`.
+/// Along the line `x(t) = x + t v`, an input's jet is `[x, v, 0, …, 0]`
+/// (concatenated), and coefficient `k` of a scalar output is
+/// `Dᵏf(x)[v, …, v] / k!`.
+///
+/// This is the array tier's counterpart of the scalar
+/// [`crate::functor::TaylorProgram`] (K. Fischer's "∂P.jl terminology and
+/// notation guide", §V.C: `n² − 1` rather than `2ⁿ` work for an `n`-th
+/// derivative). Where [`crate::array::nest`] builds the `2ⁿ − 1` closures
+/// of ∂⃖ⁿ, a jet carries one curve through the program.
+///
+/// # Example
+///
+/// `f(x) = Σ eˣⁱ` along `v = 𝟙` at `x = 0`: every coefficient `k` is
+/// `n / k!`.
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{trace, Array, TaylorProgram};
+/// use optic_ad::Real;
+///
+/// let x = [0.0; 3];
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.exp()).sum()), &[&x]).unwrap();
+/// let mut t = TaylorProgram::new(&p, 4).unwrap();
+/// // [x, v, 0, 0, 0], coefficient-major.
+/// let mut jet = vec![0.0; 5 * 3];
+/// jet[3..6].fill(1.0);
+/// t.eval(&[&jet]).unwrap();
+/// let c = t.output(0);
+/// assert_relative_eq!(c[0], 3.0);
+/// assert_relative_eq!(c[4], 3.0 / 24.0, max_relative = 1e-15);
+/// ```
+#[derive(Clone, Debug)]
+pub struct TaylorProgram {
+    program: ArrayProgram,
+    degree: usize,
+    /// The jets of every instruction, coefficient-major.
+    vals: Vec<Vec<f64>>,
+    /// The highest coefficient of each instruction that can be nonzero.
+    top: Vec<usize>,
+    /// Per instruction: the scalar Taylor program of a map's body.
+    bodies: Vec<Option<ScalarTaylor>>,
+    /// Per map: `(k, j)` for each output `k` of its body kept by the
+    /// program, `j` the instruction holding it (`k = 0`: the map itself).
+    map_outputs: Vec<Vec<(usize, usize)>>,
+    body_in: Vec<f64>,
+    body_out: Vec<f64>,
+    /// Product terms of the Cauchy products, and the matrix kernel's
+    /// scratch.
+    term: Vec<f64>,
+    matmul_scratch: Vec<f64>,
+}
+
+impl TaylorProgram {
+    /// The Taylor program of `p` at degree `degree` (jets of `degree + 1`
+    /// coefficients). All buffers are allocated here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::OrderTooHigh`] above [`crate::functor::MAX_TAYLOR_ORDER`];
+    /// the program's defect if it has one; the errors of
+    /// [`crate::Program::validate`] for a malformed map body.
+    pub fn new(p: &ArrayProgram, degree: usize) -> Result<Self> {
+        if let Some(e) = &p.defect {
+            return Err(e.clone());
+        }
+        let w = degree + 1;
+        let n = p.ops.len();
+        let mut top = vec![0; n];
+        let mut bodies = vec![None; n];
+        let mut map_outputs = vec![Vec::new(); n];
+        let (mut body_in, mut body_out, mut term) = (0, 0, 0);
+        for (i, op) in p.ops.iter().enumerate() {
+            let deg = |a: &AVar| top[a.index()];
+            top[i] = match op {
+                ArrayOp::Input(_) => degree,
+                ArrayOp::Fill(_) | ArrayOp::Const(_) => 0,
+                ArrayOp::Map { body, args } => {
+                    bodies[i] = Some(ScalarTaylor::new(body, degree)?);
+                    map_outputs[i].push((0, i));
+                    body_in = body_in.max(args.len() * w);
+                    body_out = body_out.max(body.outputs.len() * w);
+                    if args.iter().any(|a| deg(a) > 0) {
+                        degree
+                    } else {
+                        0
+                    }
+                }
+                &ArrayOp::MapOut(k) => {
+                    let m = i - k as usize;
+                    map_outputs[m].push((k as usize, i));
+                    top[m]
+                }
+                ArrayOp::MatMul { a, b, .. } => {
+                    term = term.max(p.shapes[i].len());
+                    (deg(a) + deg(b)).min(degree)
+                }
+                op => {
+                    let mut d = 0;
+                    op.for_each_operand(|a| d = d.max(top[a.index()]));
+                    d
+                }
+            };
+        }
+        Ok(TaylorProgram {
+            vals: p.shapes.iter().map(|s| vec![0.0; w * s.len()]).collect(),
+            program: p.clone(),
+            degree,
+            top,
+            bodies,
+            map_outputs,
+            body_in: vec![0.0; body_in],
+            body_out: vec![0.0; body_out],
+            term: vec![0.0; term],
+            matmul_scratch: Vec::new(),
+        })
+    }
+
+    /// The degree `K`: jets hold `K + 1` coefficients.
+    pub fn degree(&self) -> usize {
+        self.degree
+    }
+
+    /// The array program whose jets are propagated.
+    pub fn program(&self) -> &ArrayProgram {
+        &self.program
+    }
+
+    /// Propagates jets: `inputs` holds one jet per program input, each
+    /// `(K + 1)·len` values, coefficient-major. Read the results with
+    /// [`TaylorProgram::output`]. No allocation.
+    ///
+    /// Values follow IEEE 754: a NaN or ∞ coefficient propagates into every
+    /// coefficient that depends on it.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless there is one jet per input, of
+    /// `(K + 1)·len` values; [`Error::GuardFailed`] where a recorded
+    /// comparison (in the program or in a map body, for some element) does
+    /// not hold for the constant terms. After an error the outputs hold no
+    /// result.
+    pub fn eval(&mut self, inputs: &[&[f64]]) -> Result<()> {
+        let w = self.degree + 1;
+        let p = &self.program;
+        crate::drivers::check_len(
+            "array Taylor program: inputs",
+            p.input_shapes.len(),
+            inputs.len(),
+        )?;
+        for (x, s) in inputs.iter().zip(&p.input_shapes) {
+            crate::drivers::check_len(
+                "array Taylor program: input jet, (K + 1)·len",
+                w * s.len(),
+                x.len(),
+            )?;
+        }
+        for i in 0..p.ops.len() {
+            self.step(i, inputs)?;
+        }
+        check_guards(&self.program, |v| &self.vals[v.index()])
+    }
+
+    /// The jet of output `k` after [`TaylorProgram::eval`]: `(K + 1)·len`
+    /// values, coefficient-major (empty past the last output).
+    pub fn output(&self, k: usize) -> &[f64] {
+        self.program
+            .outputs
+            .get(k)
+            .map_or(&[], |v| &self.vals[v.index()])
+    }
+
+    /// Runs instruction `i`.
+    fn step(&mut self, i: usize, inputs: &[&[f64]]) -> Result<()> {
+        let TaylorProgram {
+            program: p,
+            degree,
+            vals,
+            top,
+            bodies,
+            map_outputs,
+            body_in,
+            body_out,
+            term,
+            matmul_scratch,
+        } = self;
+        let w = *degree + 1;
+        let len = |v: AVar| p.shapes[v.index()].len();
+        let (done, rest) = vals.split_at_mut(i);
+        if rest.is_empty() {
+            return Ok(());
+        }
+        let n = p.shapes[i].len();
+        // Coefficient `k` of operand `a`.
+        let coef = |a: AVar, k: usize| -> &[f64] {
+            let l = len(a);
+            &done[a.index()][k * l..(k + 1) * l]
+        };
+        match &p.ops[i] {
+            ArrayOp::Input(k) => rest[0].copy_from_slice(inputs[*k as usize]),
+            ArrayOp::Fill(c) => rest[0][..n].fill(*c),
+            ArrayOp::Const(d) => rest[0][..n].copy_from_slice(d),
+            ArrayOp::MapOut(_) => {}
+            ArrayOp::Map { args, .. } => {
+                let body = bodies[i].as_mut().ok_or(Error::WorkspaceMismatch)?;
+                let kept = top[i] + 1;
+                let (n_in, n_out) = (args.len() * w, body.program().outputs.len() * w);
+                let (body_in, body_out) = (&mut body_in[..n_in], &mut body_out[..n_out]);
+                for e in 0..n {
+                    for (jet, &a) in body_in.chunks_exact_mut(w).zip(args) {
+                        let (l, src) = (len(a), &done[a.index()]);
+                        let at = if p.shapes[a.index()] == Shape::Scalar {
+                            0
+                        } else {
+                            e
+                        };
+                        for (k, c) in jet.iter_mut().enumerate() {
+                            *c = src[k * l + at];
+                        }
+                    }
+                    body.eval(body_in, body_out)?;
+                    for &(k, j) in &map_outputs[i] {
+                        let jet = &body_out[k * w..k * w + kept];
+                        for (c, &v) in jet.iter().enumerate() {
+                            rest[j - i][c * n + e] = v;
+                        }
+                    }
+                }
+            }
+            &ArrayOp::MatMul { a, b, .. } => {
+                // Cₖ = Σⱼ op(Aⱼ) op(Bₖ₋ⱼ), terms of structurally zero
+                // coefficients left out.
+                let d = matmul_dims(p, i).ok_or(Error::WorkspaceMismatch)?;
+                let (ta, tb) = (top[a.index()], top[b.index()]);
+                let out = &mut rest[0];
+                for k in 0..=top[i] {
+                    let dst = &mut out[k * n..(k + 1) * n];
+                    dst.fill(0.0);
+                    for j in k.saturating_sub(tb)..=k.min(ta) {
+                        let t = &mut term[..n];
+                        matmul_into(coef(a, j), coef(b, k - j), d, matmul_scratch, t);
+                        for (o, &x) in dst.iter_mut().zip(t.iter()) {
+                            *o += x;
+                        }
+                    }
+                }
+            }
+            _ => {
+                // Linear: coefficient k of the value is the operation on
+                // coefficient k of the operand.
+                let out = &mut rest[0];
+                for k in 0..=top[i] {
+                    let dst = &mut out[k * n..(k + 1) * n];
+                    structural_value(p, i, |a| coef(a, k), matmul_scratch, dst);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// `(K + 1)·len` values: the jet `[x, v, 0, …, 0]` of the line
+/// `x(t) = x + t v`, coefficient-major.
+fn line_jet(x: &[f64], v: &[f64], degree: usize, jet: &mut Vec<f64>) {
+    jet.clear();
+    jet.extend_from_slice(x);
+    if degree >= 1 {
+        jet.extend_from_slice(v);
+    }
+    jet.resize((degree + 1) * x.len(), 0.0);
+}
+
+/// The directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … N`,
+/// of `f : ℝⁿ → ℝ` written against [`super::Array`], in Taylor mode: one
+/// trace, one jet of degree `N` through the array program, `O(N²)` work
+/// per element of each map. Entry 1 is `∇f · v`, entry 2 `vᵀ H v`, entry `k`
+/// `Dᵏf(x)[v, …, v]`.
+///
+/// Shapes: `x` and `v` have the same length `n`; the result has `N + 1`
+/// entries.
+///
+/// # Errors
+///
+/// [`Error::LengthMismatch`] unless `v.len() == x.len()`; an error `f`
+/// returns; [`Error::GuardFailed`] as [`TaylorProgram::eval`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{taylor, Array};
+/// use optic_ad::Real;
+/// use typenum::U4;
+///
+/// // f(x) = Σ sin xᵢ along v: dᵏ/dtᵏ = Σ vᵢᵏ sin⁽ᵏ⁾(xᵢ).
+/// let (x, v) = ([0.3, -0.2], [1.0, 2.0]);
+/// let d = taylor::<U4>(|x| Ok(x.map(|t| t.sin()).sum()), &x, &v).unwrap();
+/// let want = 0.3_f64.sin() + 16.0 * (-0.2_f64).sin();
+/// assert_relative_eq!(d[4], want, max_relative = 1e-14);
+/// ```
+pub fn taylor<N>(
+    f: impl Fn(&super::TArray) -> Result<super::TScalar>,
+    x: &[f64],
+    v: &[f64],
+) -> Result<generic_array::GenericArray<f64, typenum::Add1<N>>>
+where
+    N: typenum::Unsigned
+        + std::ops::Add<typenum::B1>
+        + typenum::IsLessOrEqual<crate::functor::MaxTaylorOrder, Output = typenum::True>,
+    typenum::Add1<N>: generic_array::ArrayLength,
+{
+    let mut d = Directional::new(f, x, N::to_usize())?;
+    let mut out = generic_array::GenericArray::default();
+    d.eval(x, v, &mut out)?;
+    Ok(out)
+}
+
+/// Compiled directional derivatives of `f : ℝⁿ → ℝ` to order `K`, in
+/// Taylor mode on the array program: traced once, evaluated at any point
+/// and direction of the traced length with no allocation.
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{Array, Directional};
+/// use optic_ad::Real;
+///
+/// // f(x) = Σ xᵢ⁴: d⁴/dt⁴ f(x + t v) = 24 Σ vᵢ⁴ at any x.
+/// let mut d = Directional::new(|x| Ok(x.map(|t| t.powi(4)).sum()), &[0.0; 2], 4).unwrap();
+/// let mut out = [0.0; 5];
+/// d.eval(&[0.5, 1.0], &[1.0, 2.0], &mut out).unwrap();
+/// assert_relative_eq!(out[4], 24.0 * 17.0, max_relative = 1e-14);
+/// assert_relative_eq!(out[1], 4.0 * (0.125 + 2.0), max_relative = 1e-14);
+/// ```
+#[derive(Clone, Debug)]
+pub struct Directional {
+    taylor: TaylorProgram,
+    jet: Vec<f64>,
+    n: usize,
+}
+
+impl Directional {
+    /// Traces `f` at `x` and builds its Taylor program of degree `order`.
+    ///
+    /// # Errors
+    ///
+    /// An error `f` returns while tracing; [`Error::OrderTooHigh`] above
+    /// [`crate::functor::MAX_TAYLOR_ORDER`].
+    pub fn new(
+        f: impl Fn(&super::TArray) -> Result<super::TScalar>,
+        x: &[f64],
+        order: usize,
+    ) -> Result<Self> {
+        let p = super::trace(|xs: &[super::TArray]| f(&xs[0]), &[x])?;
+        let taylor = TaylorProgram::new(&p, order)?;
+        let mut jet = Vec::new();
+        line_jet(x, x, order, &mut jet);
+        Ok(Directional {
+            taylor,
+            jet,
+            n: x.len(),
+        })
+    }
+
+    /// The order `K`.
+    pub fn order(&self) -> usize {
+        self.taylor.degree()
+    }
+
+    /// `out[k] = dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … K`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] if `x` or `v` does not have the traced
+    /// length or `out` does not have `K + 1` entries (`out` untouched);
+    /// [`Error::GuardFailed`] as [`TaylorProgram::eval`] (`out` untouched).
+    pub fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
+        crate::drivers::check_len("Directional::eval: x", self.n, x.len())?;
+        crate::drivers::check_len("Directional::eval: v", self.n, v.len())?;
+        crate::drivers::check_len("Directional::eval: out, K + 1", self.order() + 1, out.len())?;
+        line_jet(x, v, self.order(), &mut self.jet);
+        self.taylor.eval(&[&self.jet])?;
+        out.copy_from_slice(self.taylor.output(0));
+        crate::drivers::scale_by_factorials(out);
+        Ok(())
+    }
+
+    /// The Taylor program.
+    pub fn program(&self) -> &TaylorProgram {
+        &self.taylor
+    }
+}
