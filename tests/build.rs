@@ -178,7 +178,7 @@ fn derived_programs_share_exactly() {
     );
 }
 
-/// Programs longer than a scheduling window of 65 536 instructions
+/// Programs longer than a scheduling window of 8192 instructions
 /// (Rosenbrock at n = 10⁴: about 90 000 traced, and stages of 170 000
 /// derived instructions): scheduling keeps every result bit for bit and
 /// every instruction after its operands, and the derived programs match

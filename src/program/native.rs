@@ -753,7 +753,7 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
         return None;
     }
     let consts = constant_registers(rc);
-    let code = &rc.code;
+    let code = &rc.instructions();
     let n_chunks = code.len().div_ceil(size).max(1);
     let chunk = |c: usize| &code[(c * size).min(code.len())..((c + 1) * size).min(code.len())];
 
@@ -906,8 +906,7 @@ enum Piece {
 /// piece stores to scratch each register it writes that a later piece
 /// reads before writing it again, or that is an output or guard operand
 /// and not written again.
-fn pieces(rc: &RegisterCode) -> Vec<Piece> {
-    let code = &rc.code;
+fn pieces(rc: &RegisterCode, code: &[Ins]) -> Vec<Piece> {
     // For each instruction, the last read of the value it writes (before
     // its register is written again; `None`: never read).
     let mut last_read: Vec<Option<usize>> = vec![None; code.len()];
@@ -978,9 +977,10 @@ fn pieces(rc: &RegisterCode) -> Vec<Piece> {
 /// so it reads and writes the caller's buffers in place. `None` for user
 /// rules, bodies longer than the limit, or code Cranelift refuses.
 pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode> {
-    if p.defect.is_some() || !rc.customs.is_empty() || rc.code.len() > MAX_BODY {
+    if p.defect.is_some() || !rc.customs.is_empty() || rc.len > MAX_BODY {
         return None;
     }
+    let code = rc.instructions();
     const W: usize = 2;
     let guard_base = 0;
     let out_base = 2 * rc.guard_regs.len();
@@ -990,7 +990,7 @@ pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode
     {
         return None;
     }
-    let pieces = pieces(rc);
+    let pieces = pieces(rc, &code);
     let has_calls = pieces.len() > 1;
     // One scratch row per register, for a body with calls.
     let scratch_len = if has_calls { rc.n_regs * BLOCK } else { 0 };
@@ -1045,7 +1045,7 @@ pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode
             };
             match piece {
                 Piece::Vector(range, stores) => {
-                    for i in &rc.code[range.clone()] {
+                    for i in &code[range.clone()] {
                         if !g.ins(i) {
                             return false;
                         }
@@ -1063,7 +1063,7 @@ pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode
                     }
                 }
                 Piece::Call(j) => {
-                    let i = &rc.code[*j];
+                    let i = &code[*j];
                     if !g.ins(i) {
                         return false;
                     }
@@ -1092,7 +1092,7 @@ pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode
         out_rows: n_rows,
         guard_base,
         out_base,
-        n_instructions: rc.code.len(),
+        n_instructions: rc.len,
         module: Some(Mutex::new(module)),
     })
 }

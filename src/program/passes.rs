@@ -451,8 +451,11 @@ pub(crate) fn schedule_order(code: &[Instr], live: &[bool]) -> Vec<u32> {
 /// themselves: enough for long runs of one operation, few enough that the
 /// values a window computes stay in cache (sorting a whole long program
 /// by level would compute every element's first step, then every
-/// element's second, keeping all of them alive at once).
-pub(crate) const SCHEDULE_WINDOW: usize = 65536;
+/// element's second, keeping all of them alive at once). With the packed
+/// register code, 8192 ran the scalar Rosenbrock gradient at n = 10⁵ at
+/// 0.81 ns per instruction against 1.03 for 16 384 and 1.05 for 65 536
+/// (equal at 10⁴; best of 5 in one process; `benches/RESULTS.md`).
+pub(crate) const SCHEDULE_WINDOW: usize = 8192;
 
 /// Sorts one window of a stage's instructions for the interpreter, as
 /// [`Program::schedule`] orders a program: by dependency level, and by

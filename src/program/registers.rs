@@ -107,13 +107,27 @@ pub(crate) enum Ins {
 /// A program lowered to register code.
 #[derive(Debug, Default)]
 pub(crate) struct RegisterCode {
-    pub(crate) code: Vec<Ins>,
+    /// The instructions of kind 0 ([`kind`]: inputs, calls of other
+    /// primitives, user rules), in order; the others are in `packed`.
+    /// [`RegisterCode::instructions`] gives them all.
+    other: Vec<Ins>,
+    /// How many instructions there are in all.
+    pub(crate) len: usize,
     /// Runs of consecutive instructions of one kind ([`kind`]), as
-    /// `(kind, end)`: each run is executed by a loop specialised to its
-    /// kind, with no dispatch per instruction. [`Program::schedule`]
-    /// groups instructions by operation within each dependency level, so
-    /// the runs are long.
-    runs: Vec<(u8, u32)>,
+    /// `(kind, end in other, end in packed)`: each run is executed by a loop
+    /// specialised to its kind, with no dispatch per instruction.
+    /// [`Program::schedule`] groups instructions by operation within each
+    /// dependency level, so the runs are long.
+    runs: Vec<(u8, u32, u32)>,
+    /// The instructions of the arithmetic kinds (`kind > 0`) as the run
+    /// loops read them: their fields as [`width`] `u32` words each, with no
+    /// enum tag (the run knows its kind) and an immediate as its index in
+    /// `immediates`. That is 8–16 bytes per instruction instead of
+    /// [`Ins`]'s 24: once a program's code no longer fits in cache, reading
+    /// the code bounds the run time, so its size is the speed.
+    packed: Vec<u32>,
+    /// The distinct immediates of `packed`.
+    immediates: Vec<f64>,
     /// Constants that some instruction reads from a register: loaded at the
     /// start of every run.
     pub(crate) consts: Vec<(u32, f64)>,
@@ -451,17 +465,30 @@ impl Program {
                 *r = map[*r as usize];
             }
         }
-        let mut runs: Vec<(u8, u32)> = Vec::new();
-        for (t, ins) in code.iter().enumerate() {
-            let k = kind(ins);
+        let mut runs: Vec<(u8, u32, u32)> = Vec::new();
+        let mut packed = Vec::new();
+        let mut immediates = Immediates::default();
+        let len = code.len();
+        let mut other = Vec::new();
+        for ins in code {
+            let k = kind(&ins);
+            if k == 0 {
+                other.push(ins);
+            } else {
+                pack(&ins, &mut packed, &mut immediates);
+            }
+            let (end, pend) = (other.len() as u32, packed.len() as u32);
             match runs.last_mut() {
-                Some((last, end)) if *last == k => *end = t as u32 + 1,
-                _ => runs.push((k, t as u32 + 1)),
+                Some((last, e, pe)) if *last == k => (*e, *pe) = (end, pend),
+                _ => runs.push((k, end, pend)),
             }
         }
         RegisterCode {
-            code,
+            other,
+            len,
             runs,
+            packed,
+            immediates: immediates.values,
             consts,
             customs,
             outputs: self.outputs.iter().map(|v| map[v.index()]).collect(),
@@ -547,7 +574,7 @@ impl Program {
         if let Some(n) = self.native.whole.0.get() {
             return n.as_ref();
         }
-        if rc.code.len() > MAX_PROGRAM || self.native.calls.add(1) < u64::from(HOT_CALLS) {
+        if rc.len > MAX_PROGRAM || self.native.calls.add(1) < u64::from(HOT_CALLS) {
             return None;
         }
         self.native_code(rc)
@@ -776,12 +803,7 @@ impl Program {
         }
         let input = |k: u32| inputs.get(k as usize).copied().unwrap_or(f64::NAN);
         let custom = |slot: u32, r: &[f64]| self.custom_f64(rc, slot, r);
-        let mut start = 0;
-        for &(k, end) in &rc.runs {
-            let run = rc.code.get(start..end as usize).unwrap_or(&[]);
-            start = end as usize;
-            run_of_kind(k, run, r, &input, &custom);
-        }
+        run_all(rc, r, &input, &custom);
         if !rc.guard_regs.is_empty() {
             check_guard_operands(&self.guards, |i, _| {
                 let (a, b) = rc.guard_regs.get(i).copied().unwrap_or((0, 0));
@@ -812,7 +834,7 @@ impl Program {
     #[doc(hidden)]
     pub fn register_code_size(&self) -> (usize, usize) {
         let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
-        (rc.code.len(), rc.n_regs)
+        (rc.len, rc.n_regs)
     }
 }
 
@@ -940,26 +962,169 @@ impl<const N: usize> Lane for [f64; N] {
     }
 }
 
-/// Runs `run`, whose instructions are all of kind `k` ([`kind`]): for the
-/// common arithmetic kinds, a loop whose only test per instruction is one
-/// that always holds, so that [`step`] inlines to that one operation; the
-/// rest instruction by instruction.
+impl RegisterCode {
+    /// Every instruction, in order (kind 0 from `other`, the rest unpacked
+    /// from `packed`): for the native backend, which compiles the code
+    /// once.
+    #[cfg(feature = "jit")]
+    pub(crate) fn instructions(&self) -> Vec<Ins> {
+        let mut all = Vec::with_capacity(self.len);
+        let (mut start, mut pstart) = (0, 0);
+        for &(k, end, pend) in &self.runs {
+            let (end, pend) = (end as usize, pend as usize);
+            if k == 0 {
+                all.extend_from_slice(self.other.get(start..end).unwrap_or(&[]));
+            } else {
+                let words = self.packed.get(pstart..pend).unwrap_or(&[]);
+                all.extend(
+                    words
+                        .chunks_exact(width(k))
+                        .map(|w| unpack(k, w, &self.immediates)),
+                );
+            }
+            (start, pstart) = (end, pend);
+        }
+        all
+    }
+}
+
+/// How many `u32` words an instruction of kind `k > 0` takes in
+/// [`RegisterCode::packed`]: the destination and the operands, or the
+/// destination, the operand and the immediate's index.
+#[inline(always)]
+fn width(k: u8) -> usize {
+    match k {
+        5 => 2,
+        12..=15 => 4,
+        _ => 3,
+    }
+}
+
+/// The distinct immediates of the packed code, each stored once.
+#[derive(Default)]
+struct Immediates {
+    values: Vec<f64>,
+    index: rustc_hash::FxHashMap<u64, u32>,
+}
+
+impl Immediates {
+    fn index_of(&mut self, k: f64) -> u32 {
+        let next = self.values.len() as u32;
+        let i = *self.index.entry(k.to_bits()).or_insert(next);
+        if i == next {
+            self.values.push(k);
+        }
+        i
+    }
+}
+
+/// Appends `ins` to the packed code if its kind is not 0 ([`width`] words;
+/// the inverse of [`unpack`]).
+fn pack(ins: &Ins, words: &mut Vec<u32>, imm: &mut Immediates) {
+    match *ins {
+        Ins::Add { dst, a, b }
+        | Ins::Sub { dst, a, b }
+        | Ins::Mul { dst, a, b }
+        | Ins::Div { dst, a, b } => words.extend([dst, a, b]),
+        Ins::Neg { dst, a } => words.extend([dst, a]),
+        Ins::AddK { dst, a, k }
+        | Ins::KAdd { dst, a, k }
+        | Ins::SubK { dst, a, k }
+        | Ins::KSub { dst, a, k }
+        | Ins::MulK { dst, a, k }
+        | Ins::KMul { dst, a, k } => words.extend([dst, a, imm.index_of(k)]),
+        Ins::MulAdd { dst, a, b, c }
+        | Ins::AddMul { dst, a, b, c }
+        | Ins::MulSub { dst, a, b, c }
+        | Ins::SubMul { dst, a, b, c } => words.extend([dst, a, b, c]),
+        _ => {}
+    }
+}
+
+/// The instruction of kind `k > 0` packed in `w` ([`width`]`(k)` words).
+/// Inlined into a loop whose `k` is a constant, it folds to the fields'
+/// loads.
+#[inline(always)]
+fn unpack(k: u8, w: &[u32], imm: &[f64]) -> Ins {
+    let (dst, a) = (w[0], w[1]);
+    let b = || w[2];
+    let c = || w[3];
+    let k_at = || imm.get(w[2] as usize).copied().unwrap_or(f64::NAN);
+    match k {
+        1 => Ins::Add { dst, a, b: b() },
+        2 => Ins::Sub { dst, a, b: b() },
+        3 => Ins::Mul { dst, a, b: b() },
+        4 => Ins::Div { dst, a, b: b() },
+        5 => Ins::Neg { dst, a },
+        6 => Ins::AddK { dst, a, k: k_at() },
+        7 => Ins::KAdd { dst, a, k: k_at() },
+        8 => Ins::SubK { dst, a, k: k_at() },
+        9 => Ins::KSub { dst, a, k: k_at() },
+        10 => Ins::MulK { dst, a, k: k_at() },
+        11 => Ins::KMul { dst, a, k: k_at() },
+        12 => Ins::MulAdd {
+            dst,
+            a,
+            b: b(),
+            c: c(),
+        },
+        13 => Ins::AddMul {
+            dst,
+            a,
+            b: b(),
+            c: c(),
+        },
+        14 => Ins::MulSub {
+            dst,
+            a,
+            b: b(),
+            c: c(),
+        },
+        _ => Ins::SubMul {
+            dst,
+            a,
+            b: b(),
+            c: c(),
+        },
+    }
+}
+
+/// Runs the whole register code: each run by [`run_of_kind`].
+#[inline(always)]
+fn run_all<V: Lane>(
+    rc: &RegisterCode,
+    r: &mut [V],
+    input: &impl Fn(u32) -> V,
+    custom: &impl Fn(u32, &[V]) -> V,
+) {
+    let (mut start, mut pstart) = (0, 0);
+    for &(k, end, pend) in &rc.runs {
+        let run = rc.other.get(start..end as usize).unwrap_or(&[]);
+        let words = rc.packed.get(pstart..pend as usize).unwrap_or(&[]);
+        (start, pstart) = (end as usize, pend as usize);
+        run_of_kind(k, run, words, &rc.immediates, r, input, custom);
+    }
+}
+
+/// Runs one run of kind `k` ([`kind`]): the arithmetic kinds from their
+/// packed words, in a loop specialised to the kind, so that [`step`]
+/// inlines to that one operation; kind 0 instruction by instruction.
 #[inline(always)]
 fn run_of_kind<V: Lane>(
     k: u8,
     run: &[Ins],
+    words: &[u32],
+    imm: &[f64],
     r: &mut [V],
     input: &impl Fn(u32) -> V,
     custom: &impl Fn(u32, &[V]) -> V,
 ) {
     macro_rules! specialised {
-        ($($k:literal => $variant:ident,)*) => {
+        ($($k:literal)*) => {
             match k {
                 $( $k => {
-                    for ins in run {
-                        if let Ins::$variant { .. } = ins {
-                            step(ins, r, input, custom);
-                        }
+                    for w in words.chunks_exact(width($k)) {
+                        step(&unpack($k, w, imm), r, input, custom);
                     }
                 } )*
                 _ => {
@@ -970,10 +1135,7 @@ fn run_of_kind<V: Lane>(
             }
         };
     }
-    specialised! {
-        1 => Add, 2 => Sub, 3 => Mul, 5 => Neg, 6 => AddK, 9 => KSub, 10 => MulK,
-        11 => KMul, 12 => MulAdd, 13 => AddMul, 14 => MulSub, 15 => SubMul,
-    }
+    specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
 }
 
 /// Runs one instruction: the one definition of what each instruction
@@ -1108,12 +1270,7 @@ impl Program {
                     .map_or(f64::NAN, |rule| rule.value(&v[..len as usize]))
             })
         };
-        let mut start = 0;
-        for &(k, end) in &rc.runs {
-            let run = rc.code.get(start..end as usize).unwrap_or(&[]);
-            start = end as usize;
-            run_of_kind(k, run, r, &input, &custom);
-        }
+        run_all(rc, r, &input, &custom);
         // Every lane must keep every guard.
         if !rc.guard_regs.is_empty() {
             (0..N).try_for_each(|l| {
