@@ -21,6 +21,11 @@
 //!   level by operation, so consecutive instructions often share their
 //!   kind; each such run executes in a loop specialised to that operation,
 //!   with no dispatch per instruction.
+//! * **Packed runs.** A run of arithmetic is stored as its registers'
+//!   32-bit words with no tag (the run knows its kind) and its immediates
+//!   as indices into a table of distinct constants: 8–16 bytes an
+//!   instruction instead of 24. Once the code outgrows the cache, reading
+//!   it bounds the run time.
 //!
 //! Every instruction computes exactly the floating-point operation the
 //! interpreter computes, with the operands in the same order, so the two
