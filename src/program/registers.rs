@@ -22,10 +22,9 @@
 //!   kind; each such run executes in a loop specialised to that operation,
 //!   with no dispatch per instruction.
 //! * **Packed runs.** A run of arithmetic is stored as its registers'
-//!   32-bit words with no tag (the run knows its kind) and its immediates
-//!   as indices into a table of distinct constants: 8–16 bytes an
-//!   instruction instead of 24. Once the code outgrows the cache, reading
-//!   it bounds the run time.
+//!   32-bit words with no tag (the run knows its kind), an immediate as
+//!   two more words: 8–16 bytes an instruction instead of 24. Once the code
+//!   outgrows the cache, reading it bounds the run time.
 //!
 //! Every instruction computes exactly the floating-point operation the
 //! interpreter computes, with the operands in the same order, so the two
@@ -126,13 +125,14 @@ pub(crate) struct RegisterCode {
     runs: Vec<(u8, u32, u32)>,
     /// The instructions of the arithmetic kinds (`kind > 0`) as the run
     /// loops read them: their fields as [`width`] `u32` words each, with no
-    /// enum tag (the run knows its kind) and an immediate as its index in
-    /// `immediates`. That is 8–16 bytes per instruction instead of
+    /// enum tag (the run knows its kind), an immediate as the two halves
+    /// of its bits. That is 8–16 bytes per instruction instead of
     /// [`Ins`]'s 24: once a program's code no longer fits in cache, reading
-    /// the code bounds the run time, so its size is the speed.
+    /// the code bounds the run time, so its size is the speed. (A table of
+    /// distinct immediates indexed by one word was tried: data-fitting
+    /// programs have thousands of distinct constants, and the table became
+    /// a second stream of loads that made them 5–12% slower.)
     packed: Vec<u32>,
-    /// The distinct immediates of `packed`.
-    immediates: Vec<f64>,
     /// Constants that some instruction reads from a register: loaded at the
     /// start of every run.
     pub(crate) consts: Vec<(u32, f64)>,
@@ -472,7 +472,6 @@ impl Program {
         }
         let mut runs: Vec<(u8, u32, u32)> = Vec::new();
         let mut packed = Vec::new();
-        let mut immediates = Immediates::default();
         let len = code.len();
         let mut other = Vec::new();
         for ins in code {
@@ -480,7 +479,7 @@ impl Program {
             if k == 0 {
                 other.push(ins);
             } else {
-                pack(&ins, &mut packed, &mut immediates);
+                pack(&ins, &mut packed);
             }
             let (end, pend) = (other.len() as u32, packed.len() as u32);
             match runs.last_mut() {
@@ -493,7 +492,6 @@ impl Program {
             len,
             runs,
             packed,
-            immediates: immediates.values,
             consts,
             customs,
             outputs: self.outputs.iter().map(|v| map[v.index()]).collect(),
@@ -981,11 +979,7 @@ impl RegisterCode {
                 all.extend_from_slice(self.other.get(start..end).unwrap_or(&[]));
             } else {
                 let words = self.packed.get(pstart..pend).unwrap_or(&[]);
-                all.extend(
-                    words
-                        .chunks_exact(width(k))
-                        .map(|w| unpack(k, w, &self.immediates)),
-                );
+                all.extend(words.chunks_exact(width(k)).map(|w| unpack(k, w)));
             }
             (start, pstart) = (end, pend);
         }
@@ -995,37 +989,19 @@ impl RegisterCode {
 
 /// How many `u32` words an instruction of kind `k > 0` takes in
 /// [`RegisterCode::packed`]: the destination and the operands, or the
-/// destination, the operand and the immediate's index.
+/// destination, the operand and the immediate's two halves.
 #[inline(always)]
 fn width(k: u8) -> usize {
     match k {
         5 => 2,
-        12..=15 => 4,
-        _ => 3,
-    }
-}
-
-/// The distinct immediates of the packed code, each stored once.
-#[derive(Default)]
-struct Immediates {
-    values: Vec<f64>,
-    index: rustc_hash::FxHashMap<u64, u32>,
-}
-
-impl Immediates {
-    fn index_of(&mut self, k: f64) -> u32 {
-        let next = self.values.len() as u32;
-        let i = *self.index.entry(k.to_bits()).or_insert(next);
-        if i == next {
-            self.values.push(k);
-        }
-        i
+        1..=4 => 3,
+        _ => 4,
     }
 }
 
 /// Appends `ins` to the packed code if its kind is not 0 ([`width`] words;
 /// the inverse of [`unpack`]).
-fn pack(ins: &Ins, words: &mut Vec<u32>, imm: &mut Immediates) {
+fn pack(ins: &Ins, words: &mut Vec<u32>) {
     match *ins {
         Ins::Add { dst, a, b }
         | Ins::Sub { dst, a, b }
@@ -1037,7 +1013,10 @@ fn pack(ins: &Ins, words: &mut Vec<u32>, imm: &mut Immediates) {
         | Ins::SubK { dst, a, k }
         | Ins::KSub { dst, a, k }
         | Ins::MulK { dst, a, k }
-        | Ins::KMul { dst, a, k } => words.extend([dst, a, imm.index_of(k)]),
+        | Ins::KMul { dst, a, k } => {
+            let bits = k.to_bits();
+            words.extend([dst, a, bits as u32, (bits >> 32) as u32]);
+        }
         Ins::MulAdd { dst, a, b, c }
         | Ins::AddMul { dst, a, b, c }
         | Ins::MulSub { dst, a, b, c }
@@ -1050,11 +1029,11 @@ fn pack(ins: &Ins, words: &mut Vec<u32>, imm: &mut Immediates) {
 /// Inlined into a loop whose `k` is a constant, it folds to the fields'
 /// loads.
 #[inline(always)]
-fn unpack(k: u8, w: &[u32], imm: &[f64]) -> Ins {
+fn unpack(k: u8, w: &[u32]) -> Ins {
     let (dst, a) = (w[0], w[1]);
     let b = || w[2];
     let c = || w[3];
-    let k_at = || imm.get(w[2] as usize).copied().unwrap_or(f64::NAN);
+    let k_at = || f64::from_bits(u64::from(w[2]) | (u64::from(w[3]) << 32));
     match k {
         1 => Ins::Add { dst, a, b: b() },
         2 => Ins::Sub { dst, a, b: b() },
@@ -1107,7 +1086,7 @@ fn run_all<V: Lane>(
         let run = rc.other.get(start..end as usize).unwrap_or(&[]);
         let words = rc.packed.get(pstart..pend as usize).unwrap_or(&[]);
         (start, pstart) = (end as usize, pend as usize);
-        run_of_kind(k, run, words, &rc.immediates, r, input, custom);
+        run_of_kind(k, run, words, r, input, custom);
     }
 }
 
@@ -1119,7 +1098,6 @@ fn run_of_kind<V: Lane>(
     k: u8,
     run: &[Ins],
     words: &[u32],
-    imm: &[f64],
     r: &mut [V],
     input: &impl Fn(u32) -> V,
     custom: &impl Fn(u32, &[V]) -> V,
@@ -1129,7 +1107,7 @@ fn run_of_kind<V: Lane>(
             match k {
                 $( $k => {
                     for w in words.chunks_exact(width($k)) {
-                        step(&unpack($k, w, imm), r, input, custom);
+                        step(&unpack($k, w), r, input, custom);
                     }
                 } )*
                 _ => {
