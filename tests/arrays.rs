@@ -1382,6 +1382,12 @@ fn array_taylor_errors() {
         array::Directional::new(f, &x, 171),
         Err(Error::OrderTooHigh { .. })
     ));
+    // Also for a program without maps (no scalar Taylor program to refuse).
+    let linear = array::trace(|t: &[TArray]| Ok(t[0].sum()), &[&x]).unwrap();
+    assert!(matches!(
+        array::TaylorProgram::new(&linear, 171),
+        Err(Error::OrderTooHigh { .. })
+    ));
     // A guard in the program: the sum was positive at the trace point.
     let g = |t: &TArray| {
         let s = t.sum();

@@ -23,11 +23,22 @@
 //! instruction can reach from the inputs: a constant has degree 0, a
 //! product of degrees `p` and `q` degree `p + q`) are never computed.
 
-use super::api::matmul_into;
+use super::api::{matmul_into, MatMulDims};
 use super::exec::{check_guards, matmul_dims, structural_value};
 use super::ir::{AVar, ArrayOp, ArrayProgram, Shape};
 use crate::error::{Error, Result};
-use crate::functor::TaylorProgram as ScalarTaylor;
+use crate::functor::{TaylorProgram as ScalarTaylor, MAX_TAYLOR_ORDER};
+
+/// How an instruction's jet is computed, beyond what its [`ArrayOp`] says.
+#[derive(Clone, Debug)]
+enum Jet {
+    /// A map: the scalar Taylor program of its body.
+    Map(Box<ScalarTaylor>),
+    /// A product of two matrices: its dimensions (a Cauchy product).
+    Product(MatMulDims),
+    /// Every other instruction: by its operation alone.
+    Plain,
+}
 
 /// The Taylor functor on an array program: `P` becomes `T_K P`, which maps
 /// the jets of its inputs (each input array with `K + 1` Taylor
@@ -75,8 +86,8 @@ pub struct TaylorProgram {
     vals: Vec<Vec<f64>>,
     /// The highest coefficient of each instruction that can be nonzero.
     top: Vec<usize>,
-    /// Per instruction: the scalar Taylor program of a map's body.
-    bodies: Vec<Option<ScalarTaylor>>,
+    /// Per instruction: how its jet is computed.
+    jets: Vec<Jet>,
     /// Per map: `(k, j)` for each output `k` of its body kept by the
     /// program, `j` the instruction holding it (`k = 0`: the map itself).
     map_outputs: Vec<Vec<(usize, usize)>>,
@@ -98,13 +109,19 @@ impl TaylorProgram {
     /// the program's defect if it has one; the errors of
     /// [`crate::Program::validate`] for a malformed map body.
     pub fn new(p: &ArrayProgram, degree: usize) -> Result<Self> {
+        if degree > MAX_TAYLOR_ORDER {
+            return Err(Error::OrderTooHigh {
+                order: degree,
+                max: MAX_TAYLOR_ORDER,
+            });
+        }
         if let Some(e) = &p.defect {
             return Err(e.clone());
         }
         let w = degree + 1;
         let n = p.ops.len();
         let mut top = vec![0; n];
-        let mut bodies = vec![None; n];
+        let mut jets = vec![Jet::Plain; n];
         let mut map_outputs = vec![Vec::new(); n];
         let (mut body_in, mut body_out, mut term) = (0, 0, 0);
         for (i, op) in p.ops.iter().enumerate() {
@@ -113,7 +130,7 @@ impl TaylorProgram {
                 ArrayOp::Input(_) => degree,
                 ArrayOp::Fill(_) | ArrayOp::Const(_) => 0,
                 ArrayOp::Map { body, args } => {
-                    bodies[i] = Some(ScalarTaylor::new(body, degree)?);
+                    jets[i] = Jet::Map(Box::new(ScalarTaylor::new(body, degree)?));
                     map_outputs[i].push((0, i));
                     body_in = body_in.max(args.len() * w);
                     body_out = body_out.max(body.outputs.len() * w);
@@ -129,6 +146,12 @@ impl TaylorProgram {
                     top[m]
                 }
                 ArrayOp::MatMul { a, b, .. } => {
+                    // The builder checked the shapes, so the dimensions
+                    // exist; were they missing, the value would stay zero,
+                    // as in the executor.
+                    if let Some(d) = matmul_dims(p, i) {
+                        jets[i] = Jet::Product(d);
+                    }
                     term = term.max(p.shapes[i].len());
                     (deg(a) + deg(b)).min(degree)
                 }
@@ -144,7 +167,7 @@ impl TaylorProgram {
             program: p.clone(),
             degree,
             top,
-            bodies,
+            jets,
             map_outputs,
             body_in: vec![0.0; body_in],
             body_out: vec![0.0; body_out],
@@ -214,7 +237,7 @@ impl TaylorProgram {
             degree,
             vals,
             top,
-            bodies,
+            jets,
             map_outputs,
             body_in,
             body_out,
@@ -233,13 +256,12 @@ impl TaylorProgram {
             let l = len(a);
             &done[a.index()][k * l..(k + 1) * l]
         };
-        match &p.ops[i] {
-            ArrayOp::Input(k) => rest[0].copy_from_slice(inputs[*k as usize]),
-            ArrayOp::Fill(c) => rest[0][..n].fill(*c),
-            ArrayOp::Const(d) => rest[0][..n].copy_from_slice(d),
-            ArrayOp::MapOut(_) => {}
-            ArrayOp::Map { args, .. } => {
-                let body = bodies[i].as_mut().ok_or(Error::WorkspaceMismatch)?;
+        match (&p.ops[i], &mut jets[i]) {
+            (ArrayOp::Input(k), _) => rest[0].copy_from_slice(inputs[*k as usize]),
+            (ArrayOp::Fill(c), _) => rest[0][..n].fill(*c),
+            (ArrayOp::Const(d), _) => rest[0][..n].copy_from_slice(d),
+            (ArrayOp::MapOut(_), _) => {}
+            (ArrayOp::Map { args, .. }, Jet::Map(body)) => {
                 let kept = top[i] + 1;
                 let (n_in, n_out) = (args.len() * w, body.program().outputs.len() * w);
                 let (body_in, body_out) = (&mut body_in[..n_in], &mut body_out[..n_out]);
@@ -264,10 +286,9 @@ impl TaylorProgram {
                     }
                 }
             }
-            &ArrayOp::MatMul { a, b, .. } => {
+            (&ArrayOp::MatMul { a, b, .. }, &mut Jet::Product(d)) => {
                 // Cₖ = Σⱼ op(Aⱼ) op(Bₖ₋ⱼ), terms of structurally zero
                 // coefficients left out.
-                let d = matmul_dims(p, i).ok_or(Error::WorkspaceMismatch)?;
                 let (ta, tb) = (top[a.index()], top[b.index()]);
                 let out = &mut rest[0];
                 for k in 0..=top[i] {
@@ -284,7 +305,8 @@ impl TaylorProgram {
             }
             _ => {
                 // Linear: coefficient k of the value is the operation on
-                // coefficient k of the operand.
+                // coefficient k of the operand. (A map or product always
+                // has its `Jet` from `new`.)
                 let out = &mut rest[0];
                 for k in 0..=top[i] {
                     let dst = &mut out[k * n..(k + 1) * n];
@@ -380,6 +402,10 @@ pub struct Directional {
 impl Directional {
     /// Traces `f` at `x` and builds its Taylor program of degree `order`.
     ///
+    /// Shapes: `x` has the length `n` that [`Directional::eval`] then
+    /// takes for its point and direction; `eval` returns `order + 1`
+    /// derivatives.
+    ///
     /// # Errors
     ///
     /// An error `f` returns while tracing; [`Error::OrderTooHigh`] above
@@ -391,8 +417,8 @@ impl Directional {
     ) -> Result<Self> {
         let p = super::trace(|xs: &[super::TArray]| f(&xs[0]), &[x])?;
         let taylor = TaylorProgram::new(&p, order)?;
-        let mut jet = Vec::new();
-        line_jet(x, x, order, &mut jet);
+        // Its capacity, so that `eval` never grows it.
+        let jet = Vec::with_capacity((order + 1) * x.len());
         Ok(Directional {
             taylor,
             jet,

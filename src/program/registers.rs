@@ -966,22 +966,32 @@ impl<const N: usize> Lane for [f64; N] {
 }
 
 impl RegisterCode {
+    /// The runs in order: each run's kind, its instructions of kind 0 (in
+    /// `other`; empty for the other kinds) and its packed words (empty for
+    /// kind 0).
+    #[inline(always)]
+    fn each_run(&self) -> impl Iterator<Item = (u8, &[Ins], &[u32])> + '_ {
+        let (mut start, mut pstart) = (0, 0);
+        self.runs.iter().map(move |&(k, end, pend)| {
+            let (end, pend) = (end as usize, pend as usize);
+            let run = self.other.get(start..end).unwrap_or(&[]);
+            let words = self.packed.get(pstart..pend).unwrap_or(&[]);
+            (start, pstart) = (end, pend);
+            (k, run, words)
+        })
+    }
+
     /// Every instruction, in order (kind 0 from `other`, the rest unpacked
     /// from `packed`): for the native backend, which compiles the code
     /// once.
     #[cfg(feature = "jit")]
     pub(crate) fn instructions(&self) -> Vec<Ins> {
         let mut all = Vec::with_capacity(self.len);
-        let (mut start, mut pstart) = (0, 0);
-        for &(k, end, pend) in &self.runs {
-            let (end, pend) = (end as usize, pend as usize);
-            if k == 0 {
-                all.extend_from_slice(self.other.get(start..end).unwrap_or(&[]));
-            } else {
-                let words = self.packed.get(pstart..pend).unwrap_or(&[]);
+        for (k, run, words) in self.each_run() {
+            all.extend_from_slice(run);
+            if k != 0 {
                 all.extend(words.chunks_exact(width(k)).map(|w| unpack(k, w)));
             }
-            (start, pstart) = (end, pend);
         }
         all
     }
@@ -1081,11 +1091,7 @@ fn run_all<V: Lane>(
     input: &impl Fn(u32) -> V,
     custom: &impl Fn(u32, &[V]) -> V,
 ) {
-    let (mut start, mut pstart) = (0, 0);
-    for &(k, end, pend) in &rc.runs {
-        let run = rc.other.get(start..end as usize).unwrap_or(&[]);
-        let words = rc.packed.get(pstart..pend as usize).unwrap_or(&[]);
-        (start, pstart) = (end as usize, pend as usize);
+    for (k, run, words) in rc.each_run() {
         run_of_kind(k, run, words, r, input, custom);
     }
 }
