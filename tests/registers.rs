@@ -9,7 +9,7 @@ mod common;
 
 use common::{check, point, rosenbrock, same_bits, RandomProgram};
 use optic_ad::functor::forward;
-use optic_ad::{nest, trace, Error, Hvp, Program, Real, Registers, Tracer};
+use optic_ad::{nest, trace, Error, Hvp, Program, Real, Registers, Tracer, Workspace};
 use proptest::prelude::*;
 
 /// Both evaluators at `x`: the same results (`same_bits`), or the same
@@ -103,6 +103,75 @@ fn hvp_stages_agree_and_use_few_registers() {
             p.len()
         );
     }
+}
+
+/// A random program applied along a vector, element after element, its
+/// first output summed (a running sum, the recurrence of every reduction)
+/// and its other outputs returned: a loop body repeated `len` times.
+fn along(p: &Program, len: usize) -> impl Fn(&[Tracer]) -> Vec<Tracer> + '_ {
+    move |x: &[Tracer]| {
+        let (n, m) = (p.n_inputs(), p.n_outputs());
+        let mut ws = Workspace::new();
+        let mut y = vec![x[0]; m];
+        let mut s = x[0] * 0.5;
+        let mut outs = Vec::new();
+        for i in 0..len {
+            let args: Vec<Tracer> = (0..n).map(|j| x[(i + j) % x.len()]).collect();
+            p.eval_with(&mut ws, &args, &mut y)
+                .expect("the body runs on tracers");
+            s += y[0];
+            outs.extend_from_slice(&y[1..]);
+        }
+        outs.insert(0, s);
+        outs
+    }
+}
+
+/// Long programs (several scheduling windows): a random body repeated
+/// along a vector, its gradient and its Hessian-vector product stages.
+/// Their register code uses the windows' scratch registers and strided
+/// runs, which the short random programs above never reach.
+#[test]
+fn long_loop_programs_agree() {
+    // Enough elements for about 20 000 traced instructions (a body whose
+    // outputs fold to constants traces to few: those are skipped).
+    let strategy = common::any_program().prop_flat_map(|p| {
+        let short = trace(along(&p.program, 100), &vec![0.5; 100 + p.n]).map_or(1, |q| q.len());
+        let len = (100 * 20_000 / short.max(1)).clamp(100, 20_000);
+        let n = len + p.n;
+        (Just(p), Just(len), point(n), point(n))
+    });
+    check(
+        "eval_f64 vs eval on long loop programs",
+        24,
+        strategy,
+        |(f, len, x, v): (RandomProgram, usize, Vec<f64>, Vec<f64>), _| {
+            let body = &f.program;
+            let q = trace(along(body, len), &x).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            if q.len() < 2 * 8192 {
+                return Ok(());
+            }
+            let mut regs = Registers::new();
+            same(&q, &x, &mut regs)?;
+            // The native backend compiles the decoded strided runs.
+            #[cfg(feature = "jit")]
+            if let (Some(got), Ok(want)) = (q.eval_f64_native_chunked(4096, &x), q.eval(&x)) {
+                let got = got.map_err(|e| TestCaseError::fail(e.to_string()))?;
+                prop_assert!(want.iter().zip(&got).all(|(a, b)| same_bits(*a, *b)));
+            }
+            let joint = nest(&q, 1).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let mut xj = x.clone();
+            xj.extend(v.iter().cycle().take(q.n_outputs()));
+            same(&joint, &xj, &mut regs)?;
+            let scalar = |t: &[Tracer]| along(body, len)(t)[0];
+            let h = Hvp::new(scalar, &x).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let (left, right) = h.programs();
+            same(left, &x, &mut regs)?;
+            let rin: Vec<f64> = v.iter().cycle().take(right.n_inputs()).copied().collect();
+            same(right, &rin, &mut regs)?;
+            Ok(())
+        },
+    );
 }
 
 /// A traced branch: the guard fails in both evaluators alike.

@@ -347,11 +347,14 @@ impl Program {
 }
 
 impl Program {
-    /// Reorders instructions by dependency level, and by operation within a
-    /// level, so that the interpreter meets long runs of the same operation
-    /// (fewer mispredicted dispatches). Every instruction still follows its
-    /// operands and computes exactly what it computed before, so results
-    /// are bit-for-bit unchanged.
+    /// Reorders instructions so that the evaluators meet long runs of the
+    /// same operation: each instruction first moves up to just after its
+    /// operands (so a pullback that needs only one element's values runs
+    /// next to them), then windows of that order are sorted by dependency
+    /// level, and by operation within a level (see the book's chapter "How
+    /// programs run"). Every instruction still follows its operands and
+    /// computes exactly what it computed before, so results are
+    /// bit-for-bit unchanged. Linear in the program's length.
     ///
     /// # Example
     ///
@@ -434,63 +437,120 @@ fn renumber_guards(guards: &[Guard], map: &[Var]) -> Vec<Guard> {
 }
 
 /// The order [`Program::schedule`] puts the live instructions of `code` in
-/// (old indices): window by window ([`SCHEDULE_WINDOW`]), see
-/// [`WindowSorter`].
+/// (old indices): see [`Scheduler`].
 pub(crate) fn schedule_order(code: &[Instr], live: &[bool]) -> Vec<u32> {
     let mut items: Vec<u32> = (0..code.len() as u32)
         .filter(|&i| live[i as usize])
         .collect();
-    let mut sorter = WindowSorter::default();
-    for window in items.chunks_mut(SCHEDULE_WINDOW) {
-        sorter.sort(code, window, |_| true);
-    }
+    Scheduler::default().sort(code, &mut items, |_| true);
     items
 }
 
 /// How many consecutive instructions [`Program::schedule`] reorders among
-/// themselves: enough for long runs of one operation, few enough that the
-/// values a window computes stay in cache (sorting a whole long program
-/// by level would compute every element's first step, then every
+/// themselves by level: enough for long runs of one operation, few enough
+/// that the values a window computes stay in cache (sorting a whole long
+/// program by level would compute every element's first step, then every
 /// element's second, keeping all of them alive at once). With the packed
 /// register code, 8192 ran the scalar Rosenbrock gradient at n = 10⁵ at
 /// 0.81 ns per instruction against 1.03 for 16 384 and 1.05 for 65 536
 /// (equal at 10⁴; best of 5 in one process; `benches/RESULTS.md`).
 pub(crate) const SCHEDULE_WINDOW: usize = 8192;
 
-/// Sorts one window of a stage's instructions for the interpreter, as
-/// [`Program::schedule`] orders a program: by dependency level, and by
-/// operation within a level, stable in program order. An instruction is
-/// one level above the highest of its operands in the same window;
-/// operands outside it (earlier windows, earlier stages, inputs,
-/// constants) count as level 0, so every instruction still follows its
-/// operands. Two stable counting sorts on keys computed once per window
-/// (a least-significant-digit radix sort), in buffers reused from window
-/// to window.
+/// Orders a stage's instructions for the evaluators, as
+/// [`Program::schedule`] orders a program, in two steps.
+///
+/// 1. **Anchors.** Each instruction moves up to just after the last of
+///    its operands: its anchor is the highest anchor among its operands,
+///    where an operand without operands of its own (an input, a constant,
+///    a value of an earlier stage) counts as the position of its first
+///    reader. Sorting by anchor, stable in program order, keeps every
+///    instruction after its operands. Reverse mode appends the pullbacks
+///    after the whole forward sweep; where a pullback needs only one
+///    element's forward values (a constant seed, a sum of terms), this
+///    puts it next to them, so those values die young instead of living
+///    across the whole program.
+/// 2. **Levels.** Windows of [`SCHEDULE_WINDOW`] consecutive instructions
+///    of that order are each sorted by dependency level, and by operation
+///    within a level: an instruction is one level above the highest of its
+///    operands in the same window (operands outside it count as level 0).
+///    The same step of many elements then sits together in a run of one
+///    operation.
+///
+/// Stable counting sorts on keys computed once (a least-significant-digit
+/// radix sort), in buffers reused between stages: linear in the number of
+/// instructions.
 #[derive(Default)]
-pub(crate) struct WindowSorter {
-    /// Level of each index of the window's range, by offset from its first.
-    level: Vec<u32>,
-    /// (level, operation, instruction) of each window entry.
+pub(crate) struct Scheduler {
+    /// Per value of `code`: its anchor, or for a value without operands
+    /// the position of its first reader (`u32::MAX` while unread).
+    anchor: Vec<u32>,
+    /// Per value of `code`: the window it was last placed in (plus one)
+    /// and its level there.
+    level: Vec<(u32, u32)>,
+    /// (key, operation, instruction) entries being sorted.
     keys: Vec<(u32, u32, u32)>,
     tmp: Vec<(u32, u32, u32)>,
     start: Vec<u32>,
 }
 
-impl WindowSorter {
-    /// Sorts `window` (indices into `code`, increasing); `same(o)` tells
+impl Scheduler {
+    /// Sorts `items` (indices into `code`, increasing); `same(o)` tells
     /// whether value `o` belongs to the stage being built.
-    pub(crate) fn sort(
-        &mut self,
-        code: &[Instr],
-        window: &mut [u32],
-        same: impl Fn(usize) -> bool,
-    ) {
-        let (Some(&first), Some(&last)) = (window.first(), window.last()) else {
+    pub(crate) fn sort(&mut self, code: &[Instr], items: &mut [u32], same: impl Fn(usize) -> bool) {
+        if items.is_empty() {
             return;
-        };
-        let first = first as usize;
+        }
+        self.anchor.clear();
+        self.anchor.resize(code.len(), u32::MAX);
+        // First readers of the values without operands of their own.
+        for (p, &i) in items.iter().enumerate() {
+            for o in code[i as usize].operands() {
+                let o = o.index();
+                if !same(o) || code[o].operands().is_empty() {
+                    let a = &mut self.anchor[o];
+                    *a = (*a).min(p as u32);
+                }
+            }
+        }
+        self.keys.clear();
+        let mut max_key = 0;
+        for (p, &i) in items.iter().enumerate() {
+            let ins = &code[i as usize];
+            let ops = ins.operands();
+            let key = if ops.is_empty() {
+                // Just before its first reader (its own place if unread).
+                match self.anchor[i as usize] {
+                    u32::MAX => 2 * p as u32,
+                    a => 2 * a,
+                }
+            } else {
+                let a = ops
+                    .iter()
+                    .map(|o| self.anchor[o.index()])
+                    .max()
+                    .unwrap_or(0)
+                    .min(p as u32);
+                self.anchor[i as usize] = a;
+                2 * a + 1
+            };
+            max_key = max_key.max(key);
+            self.keys.push((key, 0, i));
+        }
+        self.tmp.clear();
+        self.tmp.resize(items.len(), (0, 0, 0));
+        counting_sort(&self.keys, &mut self.tmp, &mut self.start, max_key, |e| e.0);
+        for (w, e) in items.iter_mut().zip(&self.tmp) {
+            *w = e.2;
+        }
         self.level.clear();
-        self.level.resize(last as usize - first + 1, 0);
+        self.level.resize(code.len(), (0, 0));
+        for (w, window) in items.chunks_mut(SCHEDULE_WINDOW).enumerate() {
+            self.sort_window(code, window, w as u32 + 1);
+        }
+    }
+
+    /// Sorts one window by (level, operation), stable.
+    fn sort_window(&mut self, code: &[Instr], window: &mut [u32], stamp: u32) {
         self.keys.clear();
         let (mut max_level, mut max_kind) = (0, 0);
         for &i in window.iter() {
@@ -498,12 +558,14 @@ impl WindowSorter {
             let l = 1 + ins
                 .operands()
                 .iter()
-                .filter(|o| o.index() >= first && same(o.index()))
-                .map(|o| self.level[o.index() - first])
+                .map(|o| match self.level[o.index()] {
+                    (s, l) if s == stamp => l,
+                    _ => 0,
+                })
                 .max()
                 .unwrap_or(0);
-            self.level[i as usize - first] = l;
-            let k = kind(ins);
+            self.level[i as usize] = (stamp, l);
+            let k = kind(code, ins);
             max_level = max_level.max(l);
             max_kind = max_kind.max(k);
             self.keys.push((l, k, i));
@@ -523,9 +585,18 @@ impl WindowSorter {
 }
 
 /// The scheduling class of an instruction: inputs, constants, user rules,
-/// then each primitive by its opcode.
-fn kind(ins: &Instr) -> u32 {
-    u32::from(ins.code)
+/// then each primitive by its opcode, told apart by which operand is a
+/// constant (the lowered code takes a constant operand as an immediate,
+/// a different instruction, so `x · c` and `x · y` make separate runs).
+fn kind(code: &[Instr], ins: &Instr) -> u32 {
+    let ops = ins.operands();
+    let is_const = |j: usize| ops.get(j).is_some_and(|o| code[o.index()].is_const());
+    let k = match (is_const(0), is_const(1)) {
+        (true, false) => 1,
+        (false, true) => 2,
+        _ => 0,
+    };
+    3 * u32::from(ins.code) + k
 }
 
 /// A stable counting sort of `from` into `to` by `key` (at most `max`).

@@ -25,6 +25,19 @@
 //!   32-bit words with no tag (the run knows its kind), an immediate as
 //!   two more words: 8–16 bytes an instruction instead of 24. Once the code
 //!   outgrows the cache, reading it bounds the run time.
+//! * **Strided runs.** A scalar loop traces to the same few operations
+//!   once per element. The scheduler puts each element's steps of one
+//!   kind side by side, and in a program longer than one scheduling
+//!   window a value read only inside its window takes that window's
+//!   scratch register at its offset, so such a run writes consecutive
+//!   registers and reads registers that step evenly. A stretch of four or
+//!   more instructions whose words step by the same amounts is stored
+//!   once, as its first instruction's words and the steps, and runs with
+//!   no code to read at all; where every register steps by one, four
+//!   instructions at a time on vector registers. A running sum (an
+//!   operand that is the previous instruction's result) is carried in a
+//!   machine register instead. This is what brings a traced loop close to
+//!   the array tier's speed.
 //!
 //! Every instruction computes exactly the floating-point operation the
 //! interpreter computes, with the operands in the same order, so the two
@@ -38,6 +51,7 @@ use super::eval::check_guard_operands;
 use super::ir::{Instr, Op, Program, Var};
 #[cfg(feature = "jit")]
 use super::native::BLOCK;
+use super::passes::SCHEDULE_WINDOW;
 use crate::error::Result;
 use crate::rules::Prim;
 
@@ -108,11 +122,15 @@ pub(crate) enum Ins {
     Custom { dst: u32, slot: u32 },
 }
 
+/// One run of [`RegisterCode::runs`]: its kind, and where it ends in
+/// `other` and in `packed`.
+type Run = (u8, u32, u32);
+
 /// A program lowered to register code.
 #[derive(Debug, Default)]
 pub(crate) struct RegisterCode {
-    /// The instructions of kind 0 ([`kind`]: inputs, calls of other
-    /// primitives, user rules), in order; the others are in `packed`.
+    /// The instructions of kind 0 ([`kind`]: calls of other primitives,
+    /// user rules), in order; the others are in `packed`.
     /// [`RegisterCode::instructions`] gives them all.
     other: Vec<Ins>,
     /// How many instructions there are in all.
@@ -121,9 +139,11 @@ pub(crate) struct RegisterCode {
     /// `(kind, end in other, end in packed)`: each run is executed by a loop
     /// specialised to its kind, with no dispatch per instruction.
     /// [`Program::schedule`] groups instructions by operation within each
-    /// dependency level, so the runs are long.
-    runs: Vec<(u8, u32, u32)>,
-    /// The instructions of the arithmetic kinds (`kind > 0`) as the run
+    /// dependency level, so the runs are long. A kind with the
+    /// [`STRIDED`] flag is a strided run ([`encode_runs`]): its words in
+    /// `packed` are a count and each field's first value and step.
+    runs: Vec<Run>,
+    /// The instructions of the other kinds (`kind > 0`) as the run
     /// loops read them: their fields as [`width`] `u32` words each, with no
     /// enum tag (the run knows its kind), an immediate as the two halves
     /// of its bits. That is 8–16 bytes per instruction instead of
@@ -430,8 +450,24 @@ impl Program {
             }
         }
 
-        // Registers: constants read from registers first (never freed),
-        // then a linear scan with a last-in first-out free list.
+        // Registers: constants read from registers first (never freed);
+        // then a value read only inside its scheduling window (and not an
+        // output or a guard operand) takes the window's scratch register
+        // at its offset in the window, so a run of one operation over
+        // consecutive values writes consecutive registers and the run can
+        // be stored as a strided run; the other values take registers by
+        // a linear scan with a last-in first-out free list.
+        // Only programs longer than a window: a shorter one fits in cache
+        // either way, and the free list keeps its registers fewer.
+        let window = |v: u32| v as usize / SCHEDULE_WINDOW;
+        let mut local = vec![n > SCHEDULE_WINDOW; n];
+        for q in &pending {
+            for &v in &q.operands[..q.n_operands as usize] {
+                if window(v) != window(q.dst) {
+                    local[v as usize] = false;
+                }
+            }
+        }
         let mut map = vec![u32::MAX; n];
         let mut n_regs = 0u32;
         let mut consts = Vec::new();
@@ -442,6 +478,13 @@ impl Program {
                 n_regs += 1;
             }
         }
+        let scratch = n_regs;
+        let scratch_len = if n > SCHEDULE_WINDOW {
+            SCHEDULE_WINDOW as u32
+        } else {
+            0
+        };
+        n_regs += scratch_len;
         let mut free: Vec<u32> = Vec::new();
         let mut code = Vec::with_capacity(pending.len());
         for (t, q) in pending.iter().enumerate() {
@@ -450,19 +493,29 @@ impl Program {
             // register freed here may be the destination.
             for (j, &v) in operands.iter().enumerate() {
                 let first = operands[..j].iter().all(|&w| w != v);
-                if first && last[v as usize] == t as u32 && role[v as usize] == Role::Register {
+                if first
+                    && last[v as usize] == t as u32
+                    && role[v as usize] == Role::Register
+                    && !local[v as usize]
+                {
                     free.push(map[v as usize]);
                 }
             }
-            let dst = free.pop().unwrap_or_else(|| {
-                n_regs += 1;
-                n_regs - 1
-            });
-            map[q.dst as usize] = dst;
-            if !read[q.dst as usize] && !pinned[q.dst as usize] {
-                // Never read (dead code the passes left): free at once.
-                free.push(dst);
-            }
+            let d = q.dst as usize;
+            let dst = if local[d] && !pinned[d] && read[d] {
+                scratch + (d % SCHEDULE_WINDOW) as u32
+            } else {
+                let dst = free.pop().unwrap_or_else(|| {
+                    n_regs += 1;
+                    n_regs - 1
+                });
+                if !read[d] && !pinned[d] {
+                    // Never read (dead code the passes left): free at once.
+                    free.push(dst);
+                }
+                dst
+            };
+            map[d] = dst;
             code.push(rename(q.ins, &map));
         }
         for c in &mut customs {
@@ -470,23 +523,8 @@ impl Program {
                 *r = map[*r as usize];
             }
         }
-        let mut runs: Vec<(u8, u32, u32)> = Vec::new();
-        let mut packed = Vec::new();
+        let (other, runs, packed) = encode_runs(&code);
         let len = code.len();
-        let mut other = Vec::new();
-        for ins in code {
-            let k = kind(&ins);
-            if k == 0 {
-                other.push(ins);
-            } else {
-                pack(&ins, &mut packed);
-            }
-            let (end, pend) = (other.len() as u32, packed.len() as u32);
-            match runs.last_mut() {
-                Some((last, e, pe)) if *last == k => (*e, *pe) = (end, pend),
-                _ => runs.push((k, end, pend)),
-            }
-        }
         RegisterCode {
             other,
             len,
@@ -844,9 +882,14 @@ impl Program {
 /// `ins` with its operand and destination value numbers replaced by
 /// registers.
 fn rename(mut ins: Ins, map: &[u32]) -> Ins {
-    let m = |v: &mut u32| *v = map[*v as usize];
-    match &mut ins {
-        Ins::Input { dst, .. } | Ins::Custom { dst, .. } => m(dst),
+    for_each_register(&mut ins, |v| *v = map[*v as usize]);
+    ins
+}
+
+/// Calls `f` on each register field of `ins` (destination and operands).
+fn for_each_register(ins: &mut Ins, mut f: impl FnMut(&mut u32)) {
+    match ins {
+        Ins::Input { dst, .. } | Ins::Custom { dst, .. } => f(dst),
         Ins::Neg { dst, a }
         | Ins::AddK { dst, a, .. }
         | Ins::KAdd { dst, a, .. }
@@ -857,30 +900,29 @@ fn rename(mut ins: Ins, map: &[u32]) -> Ins {
         | Ins::DivK { dst, a, .. }
         | Ins::KDiv { dst, a, .. }
         | Ins::Unary { dst, a, .. } => {
-            m(dst);
-            m(a);
+            f(dst);
+            f(a);
         }
         Ins::Add { dst, a, b }
         | Ins::Sub { dst, a, b }
         | Ins::Mul { dst, a, b }
         | Ins::Div { dst, a, b }
         | Ins::Binary { dst, a, b, .. } => {
-            m(dst);
-            m(a);
-            m(b);
+            f(dst);
+            f(a);
+            f(b);
         }
         Ins::MulAdd { dst, a, b, c }
         | Ins::AddMul { dst, a, b, c }
         | Ins::MulSub { dst, a, b, c }
         | Ins::SubMul { dst, a, b, c }
         | Ins::Ternary { dst, a, b, c, .. } => {
-            m(dst);
-            m(a);
-            m(b);
-            m(c);
+            f(dst);
+            f(a);
+            f(b);
+            f(c);
         }
     }
-    ins
 }
 
 /// The kind of an instruction: which loop of [`run_of_kind`] runs it.
@@ -901,6 +943,7 @@ fn kind(ins: &Ins) -> u8 {
         Ins::AddMul { .. } => 13,
         Ins::MulSub { .. } => 14,
         Ins::SubMul { .. } => 15,
+        Ins::Input { .. } => 16,
         _ => 0,
     }
 }
@@ -909,6 +952,14 @@ fn kind(ins: &Ins) -> u8 {
 /// [`Program::eval_f64_lanes`]. Each instruction's arithmetic is written
 /// once, in [`step`], over this trait.
 trait Lane: Copy {
+    /// Runs a strided run of arithmetic kind `k` whose register fields all
+    /// step by one (`base`: the first instruction's packed words), several
+    /// instructions at a time; `false`, having run nothing, where this
+    /// lane type has no such path or the run does not qualify.
+    #[inline(always)]
+    fn run_unit_stride(_k: u8, _count: usize, _base: &[u32], _r: &mut [Self]) -> bool {
+        false
+    }
     fn splat(c: f64) -> Self;
     fn map(self, f: impl Fn(f64) -> f64) -> Self;
     fn zip(self, b: Self, f: impl Fn(f64, f64) -> f64) -> Self;
@@ -916,6 +967,10 @@ trait Lane: Copy {
 }
 
 impl Lane for f64 {
+    #[inline(always)]
+    fn run_unit_stride(k: u8, count: usize, base: &[u32], r: &mut [Self]) -> bool {
+        unit_stride_f64(k, count, base, r)
+    }
     #[inline(always)]
     fn splat(c: f64) -> Self {
         c
@@ -989,7 +1044,18 @@ impl RegisterCode {
         let mut all = Vec::with_capacity(self.len);
         for (k, run, words) in self.each_run() {
             all.extend_from_slice(run);
-            if k != 0 {
+            if k & STRIDED != 0 {
+                let k = k & !STRIDED;
+                let w = width(k);
+                let count = words.first().copied().unwrap_or(0);
+                let mut cur: Vec<u32> = (0..w).map(|c| words[1 + 2 * c]).collect();
+                for _ in 0..count {
+                    all.push(unpack(k, &cur));
+                    for (c, x) in cur.iter_mut().enumerate() {
+                        *x = x.wrapping_add(words[2 + 2 * c]);
+                    }
+                }
+            } else if k != 0 {
                 all.extend(words.chunks_exact(width(k)).map(|w| unpack(k, w)));
             }
         }
@@ -1001,9 +1067,9 @@ impl RegisterCode {
 /// [`RegisterCode::packed`]: the destination and the operands, or the
 /// destination, the operand and the immediate's two halves.
 #[inline(always)]
-fn width(k: u8) -> usize {
+const fn width(k: u8) -> usize {
     match k {
-        5 => 2,
+        5 | 16 => 2,
         1..=4 => 3,
         _ => 4,
     }
@@ -1018,6 +1084,7 @@ fn pack(ins: &Ins, words: &mut Vec<u32>) {
         | Ins::Mul { dst, a, b }
         | Ins::Div { dst, a, b } => words.extend([dst, a, b]),
         Ins::Neg { dst, a } => words.extend([dst, a]),
+        Ins::Input { dst, k } => words.extend([dst, k]),
         Ins::AddK { dst, a, k }
         | Ins::KAdd { dst, a, k }
         | Ins::SubK { dst, a, k }
@@ -1050,6 +1117,7 @@ fn unpack(k: u8, w: &[u32]) -> Ins {
         3 => Ins::Mul { dst, a, b: b() },
         4 => Ins::Div { dst, a, b: b() },
         5 => Ins::Neg { dst, a },
+        16 => Ins::Input { dst, k: a },
         6 => Ins::AddK { dst, a, k: k_at() },
         7 => Ins::KAdd { dst, a, k: k_at() },
         8 => Ins::SubK { dst, a, k: k_at() },
@@ -1108,6 +1176,9 @@ fn run_of_kind<V: Lane>(
     input: &impl Fn(u32) -> V,
     custom: &impl Fn(u32, &[V]) -> V,
 ) {
+    if k & STRIDED != 0 {
+        return strided_run(k & !STRIDED, words, r, input, custom);
+    }
     macro_rules! specialised {
         ($($k:literal)*) => {
             match k {
@@ -1124,7 +1195,234 @@ fn run_of_kind<V: Lane>(
             }
         };
     }
-    specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15);
+    specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// Runs one strided run of kind `k`: `count` instructions whose packed
+/// words are `base + i · stride` (wrapping) for `i = 0, 1, …`, stored as
+/// `[count, base₀, stride₀, base₁, stride₁, …]`.
+#[inline(always)]
+fn strided_run<V: Lane>(
+    k: u8,
+    words: &[u32],
+    r: &mut [V],
+    input: &impl Fn(u32) -> V,
+    custom: &impl Fn(u32, &[V]) -> V,
+) {
+    macro_rules! specialised {
+        ($($k:literal)*) => {
+            match k {
+                $( $k => {
+                    const W: usize = width($k);
+                    let (Some(&count), Some(fields)) = (words.first(), words.get(1..1 + 2 * W)) else {
+                        return;
+                    };
+                    let mut cur = [0u32; W];
+                    let mut stride = [0u32; W];
+                    for c in 0..W {
+                        cur[c] = fields[2 * c];
+                        stride[c] = fields[2 * c + 1];
+                    }
+                    let n_reg = registers_of($k);
+                    if stride[..n_reg].iter().all(|&s| s == 1)
+                        && V::run_unit_stride($k, count as usize, &cur, r)
+                    {
+                        return;
+                    }
+                    for _ in 0..count {
+                        step(&unpack($k, &cur), r, input, custom);
+                        for c in 0..W {
+                            cur[c] = cur[c].wrapping_add(stride[c]);
+                        }
+                    }
+                } )*
+                _ => {}
+            }
+        };
+    }
+    specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16);
+}
+
+/// How many of the packed words of an instruction of kind `k > 0` are
+/// registers (the rest are an immediate's halves).
+#[inline(always)]
+const fn registers_of(k: u8) -> usize {
+    match k {
+        6..=11 => 2,
+        _ => width(k),
+    }
+}
+
+/// [`Lane::run_unit_stride`] for `f64`: four instructions at a time, their
+/// operands loaded as arrays and their results stored as one, which the
+/// compiler turns into vector instructions. Every result is computed by
+/// [`step`], so it is the one a single instruction gives. Loading four
+/// instructions' operands before storing their results is what running
+/// them one by one does, unless one of the four reads what an earlier one
+/// of them writes (an operand range starting one to three registers below
+/// the destinations): such a run, and kinds without a unit-stride form
+/// (inputs), return `false`.
+fn unit_stride_f64(k: u8, count: usize, base: &[u32], r: &mut [f64]) -> bool {
+    macro_rules! specialised {
+        ($($k:literal)*) => {
+            match k {
+                $( $k => {
+                    const W: usize = width($k);
+                    const NR: usize = registers_of($k);
+                    let Some(base) = base.get(..W) else {
+                        return false;
+                    };
+                    let d = base[0] as usize;
+                    let fits = base[..NR].iter().all(|&b| b as usize + count <= r.len());
+                    let below = |a: u32| d.checked_sub(a as usize).filter(|&g| g > 0);
+                    let hazard = base[1..NR].iter().any(|&a| below(a).is_some_and(|g| g < 4));
+                    if !fits {
+                        return false;
+                    }
+                    // The instruction on four temporaries: 0 the result,
+                    // 1.. the operands; the immediate as it is.
+                    let mut w = [0u32; W];
+                    w.copy_from_slice(base);
+                    for (c, x) in w.iter_mut().enumerate().take(NR) {
+                        *x = c as u32;
+                    }
+                    let ins = unpack($k, &w);
+                    if hazard {
+                        // A recurrence: an operand is the previous
+                        // instruction's result (a running sum). One at a
+                        // time, that operand carried from the last step
+                        // instead of stored and loaded again.
+                        let Some(chain) = (1..NR).find(|&c| below(base[c]) == Some(1)) else {
+                            return false;
+                        };
+                        // The carried operand's index as a constant, so
+                        // that it stays in a machine register.
+                        macro_rules! carried {
+                            ($c:literal) => {{
+                                let mut acc = r[base[$c] as usize];
+                                for i in 0..count {
+                                    let mut t = [0.0; 4];
+                                    for c in 1..NR {
+                                        if c != $c {
+                                            t[c] = r[base[c] as usize + i];
+                                        }
+                                    }
+                                    t[$c] = acc;
+                                    step(&ins, &mut t, &|_| f64::NAN, &|_, _| f64::NAN);
+                                    r[d + i] = t[0];
+                                    acc = t[0];
+                                }
+                            }};
+                        }
+                        match chain {
+                            1 => carried!(1),
+                            2 => carried!(2),
+                            _ => carried!(3),
+                        }
+                        return true;
+                    }
+                    let none = |_: u32| [f64::NAN; 4];
+                    let no_rule = |_: u32, _: &[[f64; 4]]| [f64::NAN; 4];
+                    let mut i = 0;
+                    while i + 4 <= count {
+                        let mut t = [[0.0; 4]; 4];
+                        for c in 1..NR {
+                            let a = base[c] as usize + i;
+                            t[c].copy_from_slice(&r[a..a + 4]);
+                        }
+                        step(&ins, &mut t, &none, &no_rule);
+                        r[d + i..d + i + 4].copy_from_slice(&t[0]);
+                        i += 4;
+                    }
+                    while i < count {
+                        let mut t = [0.0; 4];
+                        for c in 1..NR {
+                            t[c] = r[base[c] as usize + i];
+                        }
+                        step(&ins, &mut t, &|_| f64::NAN, &|_, _| f64::NAN);
+                        r[d + i] = t[0];
+                        i += 1;
+                    }
+                    true
+                } )*
+                _ => false,
+            }
+        };
+    }
+    specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+}
+
+/// The flag of a strided run's kind in [`RegisterCode::runs`].
+const STRIDED: u8 = 0x20;
+
+/// The shortest stretch of instructions stored as a strided run.
+const MIN_STRIDED: usize = 4;
+
+/// Splits `code` into runs of one kind ([`kind`]): the instructions of
+/// kind 0 go to `other`, the others are packed ([`pack`]). Within a run,
+/// a stretch of at least [`MIN_STRIDED`] instructions whose packed words
+/// step by the same amount from one instruction to the next (the same
+/// operation over consecutive registers, as the scheduler and the scratch
+/// registers make the steps of a loop's elements) is stored once, as a
+/// strided run ([`strided_run`]): its words are rebuilt exactly, so it
+/// computes what the instructions would, in the same order.
+fn encode_runs(code: &[Ins]) -> (Vec<Ins>, Vec<Run>, Vec<u32>) {
+    let mut other = Vec::new();
+    let mut runs: Vec<Run> = Vec::new();
+    let mut packed = Vec::new();
+    let mut tmp = Vec::new();
+    let push_run = |runs: &mut Vec<Run>, k: u8, end: usize, pend: usize| {
+        let (end, pend) = (end as u32, pend as u32);
+        match runs.last_mut() {
+            Some((last, e, pe)) if *last == k && k & STRIDED == 0 => (*e, *pe) = (end, pend),
+            _ => runs.push((k, end, pend)),
+        }
+    };
+    let mut i = 0;
+    while i < code.len() {
+        let k = kind(&code[i]);
+        let m = code[i..].iter().take_while(|ins| kind(ins) == k).count();
+        let run = &code[i..i + m];
+        i += m;
+        if k == 0 {
+            other.extend_from_slice(run);
+            push_run(&mut runs, 0, other.len(), packed.len());
+            continue;
+        }
+        let w = width(k);
+        tmp.clear();
+        for ins in run {
+            pack(ins, &mut tmp);
+        }
+        let at = |j: usize, c: usize| tmp[j * w + c];
+        let mut j = 0;
+        while j < m {
+            if j + MIN_STRIDED <= m {
+                let stride: Vec<u32> = (0..w)
+                    .map(|c| at(j + 1, c).wrapping_sub(at(j, c)))
+                    .collect();
+                let steps =
+                    |e: usize| (0..w).all(|c| at(e, c) == at(e - 1, c).wrapping_add(stride[c]));
+                let mut e = j + 2;
+                while e < m && steps(e) {
+                    e += 1;
+                }
+                if e - j >= MIN_STRIDED {
+                    packed.push((e - j) as u32);
+                    for (c, &st) in stride.iter().enumerate() {
+                        packed.extend([at(j, c), st]);
+                    }
+                    push_run(&mut runs, k | STRIDED, other.len(), packed.len());
+                    j = e;
+                    continue;
+                }
+            }
+            packed.extend_from_slice(&tmp[j * w..(j + 1) * w]);
+            push_run(&mut runs, k, other.len(), packed.len());
+            j += 1;
+        }
+    }
+    (other, runs, packed)
 }
 
 /// Runs one instruction: the one definition of what each instruction
@@ -1273,5 +1571,170 @@ impl Program {
             *o = r[i as usize];
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! Strided runs against the instructions they stand for: random register
+    //! code made of stretches of one kind whose fields step by small
+    //! amounts (recurrences at distances 1 to 5 among them, the case the
+    //! four-at-a-time path must refuse), run one instruction at a time and
+    //! through [`encode_runs`] + [`run_all`], in `f64` and in lanes.
+    use super::*;
+    use proptest::prelude::*;
+
+    const R: u32 = 48;
+
+    /// One stretch: kind, count, first destination, destination stride,
+    /// operand offsets below the destination (or absolute registers), and
+    /// their strides.
+    #[derive(Clone, Debug)]
+    struct Stretch {
+        k: u8,
+        count: u32,
+        dst: u32,
+        dst_stride: i32,
+        operands: [(bool, u32, i32); 3],
+        imm: f64,
+    }
+
+    fn stretch() -> impl Strategy<Value = Stretch> {
+        let operand = (any::<bool>(), 0u32..R, -1i32..=2);
+        (
+            1u8..=16,
+            1u32..=11,
+            0u32..R,
+            -1i32..=2,
+            [operand.clone(), operand.clone(), operand],
+            -2.0f64..2.0,
+        )
+            .prop_map(|(k, count, dst, dst_stride, operands, imm)| Stretch {
+                k,
+                count,
+                dst,
+                dst_stride,
+                operands,
+                imm,
+            })
+    }
+
+    /// The register of field `base + i · stride`, kept inside the file by
+    /// falling back to stride 0.
+    fn field(base: u32, stride: i32, count: u32) -> (u32, i32) {
+        let last = i64::from(base) + i64::from(stride) * i64::from(count.saturating_sub(1));
+        if (0..i64::from(R)).contains(&last) {
+            (base, stride)
+        } else {
+            (base, 0)
+        }
+    }
+
+    fn code_of(stretches: &[Stretch]) -> Vec<Ins> {
+        let mut code = Vec::new();
+        for s in stretches {
+            let (d0, sd) = field(s.dst, s.dst_stride, s.count);
+            // Operands at a distance below the destination (recurrences)
+            // or anywhere.
+            let ops: Vec<(u32, i32)> = s
+                .operands
+                .iter()
+                .map(|&(below, x, st)| {
+                    if below {
+                        let gap = 1 + x % 5;
+                        field(d0.saturating_sub(gap), sd, s.count)
+                    } else {
+                        field(x, st, s.count)
+                    }
+                })
+                .collect();
+            for i in 0..s.count as i32 {
+                let at = |(b, st): (u32, i32)| (b as i32 + st * i) as u32;
+                let dst = at((d0, sd));
+                let (a, b, c) = (at(ops[0]), at(ops[1]), at(ops[2]));
+                let k = s.imm;
+                code.push(match s.k {
+                    1 => Ins::Add { dst, a, b },
+                    2 => Ins::Sub { dst, a, b },
+                    3 => Ins::Mul { dst, a, b },
+                    4 => Ins::Div { dst, a, b },
+                    5 => Ins::Neg { dst, a },
+                    6 => Ins::AddK { dst, a, k },
+                    7 => Ins::KAdd { dst, a, k },
+                    8 => Ins::SubK { dst, a, k },
+                    9 => Ins::KSub { dst, a, k },
+                    10 => Ins::MulK { dst, a, k },
+                    11 => Ins::KMul { dst, a, k },
+                    12 => Ins::MulAdd { dst, a, b, c },
+                    13 => Ins::AddMul { dst, a, b, c },
+                    14 => Ins::MulSub { dst, a, b, c },
+                    15 => Ins::SubMul { dst, a, b, c },
+                    _ => Ins::Input { dst, k: a },
+                });
+            }
+        }
+        code
+    }
+
+    fn same(a: f64, b: f64) -> bool {
+        a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+        #[test]
+        fn strided_runs_compute_their_instructions(
+            stretches in prop::collection::vec(stretch(), 1..8),
+            init in prop::collection::vec(-2.0f64..2.0, R as usize),
+        ) {
+            let code = code_of(&stretches);
+            let (other, runs, packed) = encode_runs(&code);
+            let rc = RegisterCode { other, len: code.len(), runs, packed, ..RegisterCode::default() };
+            #[cfg(feature = "jit")]
+            prop_assert_eq!(rc.instructions(), code.clone());
+            let input = |k: u32| 0.25 * f64::from(k) - 1.0;
+            let custom = |_: u32, _: &[f64]| f64::NAN;
+            let mut want = init.clone();
+            for ins in &code {
+                step(ins, &mut want, &input, &custom);
+            }
+            let mut got = init.clone();
+            run_all(&rc, &mut got, &input, &custom);
+            for (i, (a, b)) in want.iter().zip(&got).enumerate() {
+                prop_assert!(same(*a, *b), "register {}: {:e} vs {:e}", i, a, b);
+            }
+            // Lanes: the generic loop, lane by lane the same.
+            let lanes = |r: &[f64]| -> Vec<[f64; 2]> { r.iter().map(|&x| [x, -x]).collect() };
+            let linput = |k: u32| [input(k), input(k)];
+            let lcustom = |_: u32, _: &[[f64; 2]]| [f64::NAN; 2];
+            let mut lgot = lanes(&init);
+            run_all(&rc, &mut lgot, &linput, &lcustom);
+            let mut lwant = lanes(&init);
+            for ins in &code {
+                step(ins, &mut lwant, &linput, &lcustom);
+            }
+            for (a, b) in lwant.iter().zip(&lgot) {
+                prop_assert!(same(a[0], b[0]) && same(a[1], b[1]));
+            }
+        }
+    }
+
+    /// The stretches become strided runs: a long program of such stretches
+    /// is stored in far fewer words than one instruction each.
+    #[test]
+    fn stretches_are_stored_once() {
+        let s = Stretch {
+            k: 1,
+            count: 40,
+            dst: 0,
+            dst_stride: 1,
+            operands: [(false, 0, 0); 3],
+            imm: 0.0,
+        };
+        let code = code_of(&[s]);
+        let (_, runs, packed) = encode_runs(&code);
+        assert_eq!(runs.len(), 1);
+        assert_eq!(runs[0].0, 1 | STRIDED);
+        assert_eq!(packed.len(), 1 + 2 * width(1));
     }
 }

@@ -5,7 +5,7 @@
 //! notation guide", §I).
 
 use super::ir::{Guard, Instr};
-use super::passes::{WindowSorter, SCHEDULE_WINDOW};
+use super::passes::Scheduler;
 use super::registers::{LaneRegisters, LANES};
 use super::{Program, Registers, Var};
 use crate::error::{Error, Result};
@@ -180,7 +180,7 @@ pub(crate) fn split(
     let mut made: Vec<u32> = Vec::new();
     let mut stages = Vec::with_capacity(n_stages);
     let mut carried: Vec<u32> = Vec::new();
-    let mut sorter = WindowSorter::default();
+    let mut sorter = Scheduler::default();
     for (s, items) in items.iter_mut().enumerate() {
         let s32 = s as u32;
         for &c in &made {
@@ -220,9 +220,7 @@ pub(crate) fn split(
             Var(l)
         };
         if schedule {
-            for window in items.chunks_mut(SCHEDULE_WINDOW) {
-                sorter.sort(code, window, |o| stage[o] == s32);
-            }
+            sorter.sort(code, items, |o| stage[o] == s32);
         }
         for &i in items.iter() {
             let i = i as usize;
