@@ -456,6 +456,11 @@ pub(crate) fn schedule_order(code: &[Instr], live: &[bool]) -> Vec<u32> {
 /// (equal at 10⁴; best of 5 in one process; `benches/RESULTS.md`).
 pub(crate) const SCHEDULE_WINDOW: usize = 8192;
 
+/// A source read by more instructions than this is shared (a parameter
+/// every element reads, a constant): [`Scheduler`] does not anchor its
+/// readers to its first read.
+const SHARED_READS: u32 = 32;
+
 /// Orders a stage's instructions for the evaluators, as
 /// [`Program::schedule`] orders a program, in two steps.
 ///
@@ -484,6 +489,10 @@ pub(crate) struct Scheduler {
     /// Per value of `code`: its anchor, or for a value without operands
     /// the position of its first reader (`u32::MAX` while unread).
     anchor: Vec<u32>,
+    /// Per value of `code`: how often the stage reads it (sources only).
+    reads: Vec<u32>,
+    /// Per source of the stage: its readers' lowest anchor.
+    placed: Vec<u32>,
     /// Per value of `code`: the window it was last placed in (plus one)
     /// and its level there.
     level: Vec<(u32, u32)>,
@@ -500,38 +509,68 @@ impl Scheduler {
         if items.is_empty() {
             return;
         }
+        let source = |o: usize| !same(o) || code[o].operands().is_empty();
         self.anchor.clear();
         self.anchor.resize(code.len(), u32::MAX);
-        // First readers of the values without operands of their own.
+        self.reads.clear();
+        self.reads.resize(code.len(), 0);
+        // First readers of the sources, and how often they are read.
         for (p, &i) in items.iter().enumerate() {
             for o in code[i as usize].operands() {
                 let o = o.index();
-                if !same(o) || code[o].operands().is_empty() {
-                    let a = &mut self.anchor[o];
-                    *a = (*a).min(p as u32);
+                if source(o) {
+                    self.anchor[o] = self.anchor[o].min(p as u32);
+                    self.reads[o] = self.reads[o].saturating_add(1);
+                }
+            }
+        }
+        // Anchors, in program order; `placed` collects, for each source in
+        // the stage, its readers' lowest anchor.
+        self.placed.clear();
+        self.placed.resize(code.len(), u32::MAX);
+        for (p, &i) in items.iter().enumerate() {
+            let ops = code[i as usize].operands();
+            if ops.is_empty() {
+                continue;
+            }
+            let computed = ops
+                .iter()
+                .filter(|o| !source(o.index()))
+                .map(|o| self.anchor[o.index()])
+                .max();
+            let a = computed.unwrap_or_else(|| {
+                // Sources only: next to the first reader of a source read
+                // by few instructions (an element's own input); a source
+                // read everywhere (a shared parameter, a constant) says
+                // nothing about where the instruction belongs.
+                ops.iter()
+                    .filter(|o| self.reads[o.index()] <= SHARED_READS)
+                    .map(|o| self.anchor[o.index()])
+                    .min()
+                    .unwrap_or(p as u32)
+            });
+            // Never past its own place (an anchor is at most its position;
+            // this only bounds a value the stage does not compute).
+            let a = a.min(p as u32);
+            self.anchor[i as usize] = a;
+            for o in ops {
+                let o = o.index();
+                if same(o) && code[o].operands().is_empty() {
+                    self.placed[o] = self.placed[o].min(a);
                 }
             }
         }
         self.keys.clear();
         let mut max_key = 0;
         for (p, &i) in items.iter().enumerate() {
-            let ins = &code[i as usize];
-            let ops = ins.operands();
-            let key = if ops.is_empty() {
-                // Just before its first reader (its own place if unread).
-                match self.anchor[i as usize] {
+            let key = if code[i as usize].operands().is_empty() {
+                // Just before its earliest reader (its own place if unread).
+                match self.placed[i as usize] {
                     u32::MAX => 2 * p as u32,
                     a => 2 * a,
                 }
             } else {
-                let a = ops
-                    .iter()
-                    .map(|o| self.anchor[o.index()])
-                    .max()
-                    .unwrap_or(0)
-                    .min(p as u32);
-                self.anchor[i as usize] = a;
-                2 * a + 1
+                2 * self.anchor[i as usize] + 1
             };
             max_key = max_key.max(key);
             self.keys.push((key, 0, i));

@@ -135,6 +135,10 @@ pub(crate) struct RegisterCode {
     other: Vec<Ins>,
     /// How many instructions there are in all.
     pub(crate) len: usize,
+    /// How many of them are in strided runs (the native backend skips
+    /// mostly strided code).
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
+    pub(crate) strided: usize,
     /// Runs of consecutive instructions of one kind ([`kind`]), as
     /// `(kind, end in other, end in packed)`: each run is executed by a loop
     /// specialised to its kind, with no dispatch per instruction.
@@ -433,12 +437,22 @@ impl Program {
             }
         }
 
-        // Liveness: the last instruction reading each value; outputs and
+        // A program longer than a scheduling window gets scratch registers
+        // (below); a shorter one fits in cache either way, and the free
+        // list keeps its registers fewer.
+        let long = n > SCHEDULE_WINDOW;
+        if long {
+            pending = sink_inputs(pending, n);
+        }
+
+        // Liveness: where each value is made and last read; outputs and
         // guard operands live to the end.
         const END: u32 = u32::MAX;
+        let mut made = vec![0u32; n];
         let mut last = vec![0u32; n];
         let mut read = vec![false; n];
         for (t, q) in pending.iter().enumerate() {
+            made[q.dst as usize] = t as u32;
             for &v in &q.operands[..q.n_operands as usize] {
                 last[v as usize] = t as u32;
                 read[v as usize] = true;
@@ -450,24 +464,20 @@ impl Program {
             }
         }
 
-        // Registers: constants read from registers first (never freed);
-        // then a value read only inside its scheduling window (and not an
-        // output or a guard operand) takes the window's scratch register
-        // at its offset in the window, so a run of one operation over
-        // consecutive values writes consecutive registers and the run can
-        // be stored as a strided run; the other values take registers by
+        // Registers: constants read from registers first (never freed).
+        // Then, in a long program, a value whose last read comes fewer
+        // than SCHEDULE_WINDOW instructions after it is made takes the
+        // scratch register at its position modulo that length (a ring: the
+        // value that next takes it is made after the last read). A run of
+        // one operation over consecutive instructions then writes
+        // consecutive registers, and reads registers that step evenly, so
+        // it is stored as a strided run. The other values take registers by
         // a linear scan with a last-in first-out free list.
-        // Only programs longer than a window: a shorter one fits in cache
-        // either way, and the free list keeps its registers fewer.
-        let window = |v: u32| v as usize / SCHEDULE_WINDOW;
-        let mut local = vec![n > SCHEDULE_WINDOW; n];
-        for q in &pending {
-            for &v in &q.operands[..q.n_operands as usize] {
-                if window(v) != window(q.dst) {
-                    local[v as usize] = false;
-                }
-            }
-        }
+        let ring = SCHEDULE_WINDOW as u32;
+        let local = |v: u32| {
+            let v = v as usize;
+            long && read[v] && last[v] != END && last[v] - made[v] < ring
+        };
         let mut map = vec![u32::MAX; n];
         let mut n_regs = 0u32;
         let mut consts = Vec::new();
@@ -479,12 +489,9 @@ impl Program {
             }
         }
         let scratch = n_regs;
-        let scratch_len = if n > SCHEDULE_WINDOW {
-            SCHEDULE_WINDOW as u32
-        } else {
-            0
-        };
-        n_regs += scratch_len;
+        if long {
+            n_regs += ring;
+        }
         let mut free: Vec<u32> = Vec::new();
         let mut code = Vec::with_capacity(pending.len());
         for (t, q) in pending.iter().enumerate() {
@@ -496,14 +503,14 @@ impl Program {
                 if first
                     && last[v as usize] == t as u32
                     && role[v as usize] == Role::Register
-                    && !local[v as usize]
+                    && !local(v)
                 {
                     free.push(map[v as usize]);
                 }
             }
             let d = q.dst as usize;
-            let dst = if local[d] && !pinned[d] && read[d] {
-                scratch + (d % SCHEDULE_WINDOW) as u32
+            let dst = if local(q.dst) {
+                scratch + t as u32 % ring
             } else {
                 let dst = free.pop().unwrap_or_else(|| {
                     n_regs += 1;
@@ -524,10 +531,12 @@ impl Program {
             }
         }
         let (other, runs, packed) = encode_runs(&code);
+        let strided = strided_len(&runs, &packed);
         let len = code.len();
         RegisterCode {
             other,
             len,
+            strided,
             runs,
             packed,
             consts,
@@ -608,14 +617,19 @@ impl Program {
 
     /// The native code of the whole program once it is hot: compiled at
     /// its [`HOT_CALLS`](super::native::HOT_CALLS)-th run, if it is at most
-    /// [`MAX_PROGRAM`](super::native::MAX_PROGRAM) instructions long.
+    /// [`MAX_PROGRAM`](super::native::MAX_PROGRAM) instructions long and
+    /// at most half of them are in strided runs.
     #[cfg(feature = "jit")]
     fn native_when_hot(&self, rc: &RegisterCode) -> Option<&super::native::NativeCode> {
         use super::native::{HOT_CALLS, MAX_PROGRAM};
         if let Some(n) = self.native.whole.0.get() {
             return n.as_ref();
         }
-        if rc.len > MAX_PROGRAM || self.native.calls.add(1) < u64::from(HOT_CALLS) {
+        // Mostly strided code runs faster as it is: its runs are vector
+        // loops over registers, where native code is one instruction per
+        // instruction.
+        let strided = 2 * rc.strided > rc.len;
+        if rc.len > MAX_PROGRAM || strided || self.native.calls.add(1) < u64::from(HOT_CALLS) {
             return None;
         }
         self.native_code(rc)
@@ -877,6 +891,67 @@ impl Program {
         let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
         (rc.len, rc.n_regs)
     }
+}
+
+/// `pending` with each input moved to just before the run of one kind
+/// ([`kind`]) that first reads it, so that an input is loaded next to its
+/// use rather than all of them at the start (a stage of a staged program
+/// receives its inputs first). The moved inputs of a run are one run of
+/// loads: those its instructions read as first operands, in order, then
+/// those read as second operands, and so on. Inputs never read keep their
+/// place at the start.
+fn sink_inputs(pending: Vec<Pending>, n: usize) -> Vec<Pending> {
+    let is_input = |q: &Pending| matches!(q.ins, Ins::Input { .. });
+    // Where each input is in `pending`.
+    let mut input_at = vec![usize::MAX; n];
+    for (t, q) in pending.iter().enumerate() {
+        if is_input(q) {
+            input_at[q.dst as usize] = t;
+        }
+    }
+    // (start of the run that first reads it, operand slot, input).
+    let mut first_reads: Vec<(usize, usize, u32)> = Vec::new();
+    let mut claimed = vec![false; n];
+    let mut run: Option<(usize, u8)> = None;
+    for (t, q) in pending.iter().enumerate() {
+        if is_input(q) {
+            continue;
+        }
+        let k = kind(&q.ins);
+        let start = match run {
+            Some((start, rk)) if rk == k => start,
+            _ => t,
+        };
+        run = Some((start, k));
+        for (slot, &v) in q.operands[..q.n_operands as usize].iter().enumerate() {
+            let v = v as usize;
+            if input_at[v] != usize::MAX && !claimed[v] {
+                claimed[v] = true;
+                first_reads.push((start, slot, v as u32));
+            }
+        }
+    }
+    // Within a run, the inputs its instructions read first as their first
+    // operands, then those read as their second, …: consecutive registers
+    // for each operand, so the run stays strided.
+    first_reads.sort_by_key(|&(start, slot, _)| (start, slot));
+    let mut out = Vec::with_capacity(pending.len());
+    out.extend(
+        pending
+            .iter()
+            .filter(|q| is_input(q) && !claimed[q.dst as usize]),
+    );
+    let mut next = first_reads.iter().peekable();
+    for (t, q) in pending.iter().enumerate() {
+        if is_input(q) {
+            continue;
+        }
+        while let Some(&(_, _, v)) = next.next_if(|&&(at, _, _)| at == t) {
+            out.push(pending[input_at[v as usize]]);
+        }
+        out.push(*q);
+    }
+    out
 }
 
 /// `ins` with its operand and destination value numbers replaced by
@@ -1350,6 +1425,19 @@ fn unit_stride_f64(k: u8, count: usize, base: &[u32], r: &mut [f64]) -> bool {
         };
     }
     specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+}
+
+/// How many instructions the strided runs among `runs` stand for.
+fn strided_len(runs: &[Run], packed: &[u32]) -> usize {
+    let mut start = 0;
+    let mut n = 0;
+    for &(k, _, end) in runs {
+        if k & STRIDED != 0 {
+            n += packed.get(start as usize).copied().unwrap_or(0) as usize;
+        }
+        start = end;
+    }
+    n
 }
 
 /// The flag of a strided run's kind in [`RegisterCode::runs`].
