@@ -461,6 +461,11 @@ pub(crate) const SCHEDULE_WINDOW: usize = 8192;
 /// readers to its first read.
 const SHARED_READS: u32 = 32;
 
+/// Bits of a level in [`Scheduler`]'s packed (window, level) words:
+/// enough for [`SCHEDULE_WINDOW`] levels, leaving 2¹⁸ windows.
+const LEVEL_BITS: u32 = 14;
+const _: () = assert!(SCHEDULE_WINDOW <= 1 << LEVEL_BITS);
+
 /// Orders a stage's instructions for the evaluators, as
 /// [`Program::schedule`] orders a program, in two steps.
 ///
@@ -489,13 +494,14 @@ pub(crate) struct Scheduler {
     /// Per value of `code`: its anchor, or for a value without operands
     /// the position of its first reader (`u32::MAX` while unread).
     anchor: Vec<u32>,
-    /// Per value of `code`: how often the stage reads it (sources only).
-    reads: Vec<u32>,
-    /// Per source of the stage: its readers' lowest anchor.
-    placed: Vec<u32>,
-    /// Per value of `code`: the window it was last placed in (plus one)
-    /// and its level there.
-    level: Vec<(u32, u32)>,
+    /// Per value of `code`: how often the stage reads it (sources only,
+    /// saturating).
+    reads: Vec<u8>,
+    /// Per position of the stage: the anchor of the instruction there
+    /// (`u32::MAX` for a source).
+    at: Vec<u32>,
+    /// The computing instructions in anchor order.
+    order: Vec<u32>,
     /// (key, operation, instruction) entries being sorted.
     keys: Vec<(u32, u32, u32)>,
     tmp: Vec<(u32, u32, u32)>,
@@ -509,12 +515,14 @@ impl Scheduler {
         if items.is_empty() {
             return;
         }
+        let len = items.len();
         let source = |o: usize| !same(o) || code[o].operands().is_empty();
+        // Per value: its anchor (for a source, the position of its first
+        // reader) and how often it is read (sources).
         self.anchor.clear();
         self.anchor.resize(code.len(), u32::MAX);
         self.reads.clear();
         self.reads.resize(code.len(), 0);
-        // First readers of the sources, and how often they are read.
         for (p, &i) in items.iter().enumerate() {
             for o in code[i as usize].operands() {
                 let o = o.index();
@@ -524,65 +532,93 @@ impl Scheduler {
                 }
             }
         }
-        // Anchors, in program order; `placed` collects, for each source in
-        // the stage, its readers' lowest anchor.
-        self.placed.clear();
-        self.placed.resize(code.len(), u32::MAX);
+        // Anchors of the instructions that compute, in program order, kept
+        // by position in `at`; the stage's sources are placed afterwards.
+        self.at.clear();
+        self.at.resize(len, u32::MAX);
         for (p, &i) in items.iter().enumerate() {
             let ops = code[i as usize].operands();
             if ops.is_empty() {
                 continue;
             }
-            let computed = ops
-                .iter()
-                .filter(|o| !source(o.index()))
-                .map(|o| self.anchor[o.index()])
-                .max();
-            let a = computed.unwrap_or_else(|| {
-                // Sources only: next to the first reader of a source read
-                // by few instructions (an element's own input); a source
-                // read everywhere (a shared parameter, a constant) says
-                // nothing about where the instruction belongs.
-                ops.iter()
-                    .filter(|o| self.reads[o.index()] <= SHARED_READS)
-                    .map(|o| self.anchor[o.index()])
-                    .min()
-                    .unwrap_or(p as u32)
-            });
-            // Never past its own place (an anchor is at most its position;
-            // this only bounds a value the stage does not compute).
-            let a = a.min(p as u32);
-            self.anchor[i as usize] = a;
+            let p = p as u32;
+            let mut computed = None;
+            let mut first_read = None;
             for o in ops {
                 let o = o.index();
-                if same(o) && code[o].operands().is_empty() {
-                    self.placed[o] = self.placed[o].min(a);
+                let a = self.anchor[o];
+                if !source(o) {
+                    computed = Some(computed.map_or(a, |c: u32| c.max(a)));
+                } else if u32::from(self.reads[o]) <= SHARED_READS {
+                    first_read = Some(first_read.map_or(a, |f: u32| f.min(a)));
+                }
+            }
+            // Reading computed values: just after the latest of them.
+            // Sources only: next to the first reader of a source read by
+            // few instructions (an element's own input); a source read
+            // everywhere (a shared parameter, a constant) says nothing
+            // about where the instruction belongs. Never past its own
+            // place.
+            let a = computed.or(first_read).unwrap_or(p).min(p);
+            self.anchor[i as usize] = a;
+            self.at[p as usize] = a;
+        }
+        // A stable counting sort of the computing instructions by anchor
+        // (anchors are positions, so the range is the stage's length).
+        self.start.clear();
+        self.start.resize(len + 1, 0);
+        for &a in &self.at {
+            if a != u32::MAX {
+                self.start[a as usize + 1] += 1;
+            }
+        }
+        for k in 1..self.start.len() {
+            self.start[k] += self.start[k - 1];
+        }
+        let computing = self.start[len] as usize;
+        self.order.clear();
+        self.order.resize(computing, 0);
+        for (p, &a) in self.at.iter().enumerate() {
+            if a != u32::MAX {
+                let slot = &mut self.start[a as usize];
+                self.order[*slot as usize] = items[p];
+                *slot += 1;
+            }
+        }
+        // The sources among `items`, each just before its first reader in
+        // that order (`anchor` marks those still to place); unread ones
+        // first.
+        const TO_PLACE: u32 = u32::MAX - 1;
+        let mut w = 0;
+        for p in 0..len {
+            let i = items[p] as usize;
+            if code[i].operands().is_empty() {
+                if self.reads[i] == 0 {
+                    items[w] = i as u32;
+                    w += 1;
+                } else {
+                    self.anchor[i] = TO_PLACE;
                 }
             }
         }
-        self.keys.clear();
-        let mut max_key = 0;
-        for (p, &i) in items.iter().enumerate() {
-            let key = if code[i as usize].operands().is_empty() {
-                // Just before its earliest reader (its own place if unread).
-                match self.placed[i as usize] {
-                    u32::MAX => 2 * p as u32,
-                    a => 2 * a,
+        for k in 0..computing {
+            let i = self.order[k] as usize;
+            for o in code[i].operands() {
+                let o = o.index();
+                if self.anchor[o] == TO_PLACE {
+                    self.anchor[o] = 0;
+                    items[w] = o as u32;
+                    w += 1;
                 }
-            } else {
-                2 * self.anchor[i as usize] + 1
-            };
-            max_key = max_key.max(key);
-            self.keys.push((key, 0, i));
+            }
+            items[w] = i as u32;
+            w += 1;
         }
-        self.tmp.clear();
-        self.tmp.resize(items.len(), (0, 0, 0));
-        counting_sort(&self.keys, &mut self.tmp, &mut self.start, max_key, |e| e.0);
-        for (w, e) in items.iter_mut().zip(&self.tmp) {
-            *w = e.2;
-        }
-        self.level.clear();
-        self.level.resize(code.len(), (0, 0));
+        debug_assert_eq!(w, len);
+        // The anchors are done with: the array now holds each value's
+        // window (plus one) and level there, as `window << LEVEL_BITS |
+        // level` (a window has at most SCHEDULE_WINDOW levels).
+        self.anchor.fill(0);
         for (w, window) in items.chunks_mut(SCHEDULE_WINDOW).enumerate() {
             self.sort_window(code, window, w as u32 + 1);
         }
@@ -597,13 +633,13 @@ impl Scheduler {
             let l = 1 + ins
                 .operands()
                 .iter()
-                .map(|o| match self.level[o.index()] {
-                    (s, l) if s == stamp => l,
+                .map(|o| match self.anchor[o.index()] {
+                    x if x >> LEVEL_BITS == stamp => x & ((1 << LEVEL_BITS) - 1),
                     _ => 0,
                 })
                 .max()
                 .unwrap_or(0);
-            self.level[i as usize] = (stamp, l);
+            self.anchor[i as usize] = stamp << LEVEL_BITS | l;
             let k = kind(code, ins);
             max_level = max_level.max(l);
             max_kind = max_kind.max(k);

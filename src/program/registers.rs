@@ -440,97 +440,28 @@ impl Program {
         // A program longer than a scheduling window gets scratch registers
         // (below); a shorter one fits in cache either way, and the free
         // list keeps its registers fewer.
-        let long = n > SCHEDULE_WINDOW;
-        if long {
-            pending = sink_inputs(pending, n);
+        // A long program is first given scratch registers (see
+        // `allocate`); if less than half of its code then comes out as
+        // strided runs, it is not loop-like, and the free list alone keeps
+        // its registers fewer and in cache.
+        let mut alloc = allocate(ops, &role, &pinned, pending.clone(), n > SCHEDULE_WINDOW);
+        let mut encoded = encode_runs(&alloc.code);
+        if n > SCHEDULE_WINDOW && 2 * strided_len(&encoded.1, &encoded.2) <= alloc.code.len() {
+            alloc = allocate(ops, &role, &pinned, pending, false);
+            encoded = encode_runs(&alloc.code);
         }
-
-        // Liveness: where each value is made and last read; outputs and
-        // guard operands live to the end.
-        const END: u32 = u32::MAX;
-        let mut made = vec![0u32; n];
-        let mut last = vec![0u32; n];
-        let mut read = vec![false; n];
-        for (t, q) in pending.iter().enumerate() {
-            made[q.dst as usize] = t as u32;
-            for &v in &q.operands[..q.n_operands as usize] {
-                last[v as usize] = t as u32;
-                read[v as usize] = true;
-            }
-        }
-        for (i, &pin) in pinned.iter().enumerate() {
-            if pin {
-                last[i] = END;
-            }
-        }
-
-        // Registers: constants read from registers first (never freed).
-        // Then, in a long program, a value whose last read comes fewer
-        // than SCHEDULE_WINDOW instructions after it is made takes the
-        // scratch register at its position modulo that length (a ring: the
-        // value that next takes it is made after the last read). A run of
-        // one operation over consecutive instructions then writes
-        // consecutive registers, and reads registers that step evenly, so
-        // it is stored as a strided run. The other values take registers by
-        // a linear scan with a last-in first-out free list.
-        let ring = SCHEDULE_WINDOW as u32;
-        let local = |v: u32| {
-            let v = v as usize;
-            long && read[v] && last[v] != END && last[v] - made[v] < ring
-        };
-        let mut map = vec![u32::MAX; n];
-        let mut n_regs = 0u32;
-        let mut consts = Vec::new();
-        for (i, op) in ops.iter().enumerate() {
-            if let (Some(c), Role::ConstRegister) = (op.as_const(), role[i]) {
-                map[i] = n_regs;
-                consts.push((n_regs, c));
-                n_regs += 1;
-            }
-        }
-        let scratch = n_regs;
-        if long {
-            n_regs += ring;
-        }
-        let mut free: Vec<u32> = Vec::new();
-        let mut code = Vec::with_capacity(pending.len());
-        for (t, q) in pending.iter().enumerate() {
-            let operands = &q.operands[..q.n_operands as usize];
-            // Operands are read before the destination is written, so a
-            // register freed here may be the destination.
-            for (j, &v) in operands.iter().enumerate() {
-                let first = operands[..j].iter().all(|&w| w != v);
-                if first
-                    && last[v as usize] == t as u32
-                    && role[v as usize] == Role::Register
-                    && !local(v)
-                {
-                    free.push(map[v as usize]);
-                }
-            }
-            let d = q.dst as usize;
-            let dst = if local(q.dst) {
-                scratch + t as u32 % ring
-            } else {
-                let dst = free.pop().unwrap_or_else(|| {
-                    n_regs += 1;
-                    n_regs - 1
-                });
-                if !read[d] && !pinned[d] {
-                    // Never read (dead code the passes left): free at once.
-                    free.push(dst);
-                }
-                dst
-            };
-            map[d] = dst;
-            code.push(rename(q.ins, &map));
-        }
+        let Allocation {
+            code,
+            map,
+            n_regs,
+            consts,
+        } = alloc;
         for c in &mut customs {
             for r in &mut c.1[..c.2 as usize] {
                 *r = map[*r as usize];
             }
         }
-        let (other, runs, packed) = encode_runs(&code);
+        let (other, runs, packed) = encoded;
         let strided = strided_len(&runs, &packed);
         let len = code.len();
         RegisterCode {
@@ -890,6 +821,121 @@ impl Program {
     pub fn register_code_size(&self) -> (usize, usize) {
         let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
         (rc.len, rc.n_regs)
+    }
+}
+
+/// Register code before packing: the instructions over registers, the
+/// register of each value, how many registers, and the constants loaded
+/// into registers.
+struct Allocation {
+    code: Vec<Ins>,
+    map: Vec<u32>,
+    n_regs: u32,
+    consts: Vec<(u32, f64)>,
+}
+
+/// Gives the values of `pending` registers. With `long`, inputs move to
+/// their first reading run ([`sink_inputs`]) and values read soon after
+/// they are made take scratch registers by position (a ring), the layout
+/// that makes strided runs; otherwise every value takes a register from
+/// a last-in first-out free list.
+fn allocate(
+    ops: &[Instr],
+    role: &[Role],
+    pinned: &[bool],
+    mut pending: Vec<Pending>,
+    long: bool,
+) -> Allocation {
+    let n = ops.len();
+    if long {
+        pending = sink_inputs(pending, n);
+    }
+
+    // Liveness: where each value is made and last read; outputs and
+    // guard operands live to the end.
+    const END: u32 = u32::MAX;
+    let mut made = vec![0u32; n];
+    let mut last = vec![0u32; n];
+    let mut read = vec![false; n];
+    for (t, q) in pending.iter().enumerate() {
+        made[q.dst as usize] = t as u32;
+        for &v in &q.operands[..q.n_operands as usize] {
+            last[v as usize] = t as u32;
+            read[v as usize] = true;
+        }
+    }
+    for (i, &pin) in pinned.iter().enumerate() {
+        if pin {
+            last[i] = END;
+        }
+    }
+
+    // Registers: constants read from registers first (never freed).
+    // Then, in a long program, a value whose last read comes fewer
+    // than SCHEDULE_WINDOW instructions after it is made takes the
+    // scratch register at its position modulo that length (a ring: the
+    // value that next takes it is made after the last read). A run of
+    // one operation over consecutive instructions then writes
+    // consecutive registers, and reads registers that step evenly, so
+    // it is stored as a strided run. The other values take registers by
+    // a linear scan with a last-in first-out free list.
+    let ring = SCHEDULE_WINDOW as u32;
+    let local = |v: u32| {
+        let v = v as usize;
+        long && read[v] && last[v] != END && last[v] - made[v] < ring
+    };
+    let mut map = vec![u32::MAX; n];
+    let mut n_regs = 0u32;
+    let mut consts = Vec::new();
+    for (i, op) in ops.iter().enumerate() {
+        if let (Some(c), Role::ConstRegister) = (op.as_const(), role[i]) {
+            map[i] = n_regs;
+            consts.push((n_regs, c));
+            n_regs += 1;
+        }
+    }
+    let scratch = n_regs;
+    if long {
+        n_regs += ring;
+    }
+    let mut free: Vec<u32> = Vec::new();
+    let mut code = Vec::with_capacity(pending.len());
+    for (t, q) in pending.iter().enumerate() {
+        let operands = &q.operands[..q.n_operands as usize];
+        // Operands are read before the destination is written, so a
+        // register freed here may be the destination.
+        for (j, &v) in operands.iter().enumerate() {
+            let first = operands[..j].iter().all(|&w| w != v);
+            if first
+                && last[v as usize] == t as u32
+                && role[v as usize] == Role::Register
+                && !local(v)
+            {
+                free.push(map[v as usize]);
+            }
+        }
+        let d = q.dst as usize;
+        let dst = if local(q.dst) {
+            scratch + t as u32 % ring
+        } else {
+            let dst = free.pop().unwrap_or_else(|| {
+                n_regs += 1;
+                n_regs - 1
+            });
+            if !read[d] && !pinned[d] {
+                // Never read (dead code the passes left): free at once.
+                free.push(dst);
+            }
+            dst
+        };
+        map[d] = dst;
+        code.push(rename(q.ins, &map));
+    }
+    Allocation {
+        code,
+        map,
+        n_regs,
+        consts,
     }
 }
 
