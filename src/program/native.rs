@@ -24,10 +24,14 @@
 //! fused into a sum as two separate roundings (never a fused
 //! multiply-add), and every other primitive as a call to the very Rust
 //! function the interpreter runs
-//! ([`Prim::native_value`]). So the results equal the interpreter's bit
-//! for bit; the tests check this on the random programs of the property
-//! tests. Programs with user rules are not compiled (they keep the
-//! register code).
+//! ([`Prim::native_value`]). A `sin` and a `cos` of one value in one
+//! function are one call ([`sin_cos`]) that evaluates both of those
+//! functions, which the compiler turns into one `sincos`; glibc's
+//! `sincos` gives the bits of its `sin` and `cos`. So the results equal
+//! the interpreter's bit for bit; the tests check this on the random
+//! programs of the property tests (whose derivatives take the `sin` and
+//! the `cos` of the same values). Programs with user rules are not
+//! compiled (they keep the register code).
 //!
 //! This module holds the crate's only `unsafe` code: turning the address
 //! of finished machine code into a function pointer, calling it, and
@@ -35,6 +39,7 @@
 
 #![allow(unsafe_code)]
 
+use std::collections::HashMap;
 use std::fmt;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -42,7 +47,9 @@ use std::sync::Mutex;
 
 use cranelift_codegen::ir::condcodes::{FloatCC, IntCC};
 use cranelift_codegen::ir::types::{F64, F64X2, I32, I64};
-use cranelift_codegen::ir::{AbiParam, Endianness, InstBuilder, MemFlagsData, SigRef, Type, Value};
+use cranelift_codegen::ir::{
+    AbiParam, Endianness, InstBuilder, MemFlagsData, SigRef, Signature, Type, Value,
+};
 use cranelift_codegen::settings::{self, Configurable};
 use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
@@ -52,6 +59,11 @@ use super::eval::Cache;
 use super::ir::Program;
 use super::registers::{Ins, RegisterCode};
 use crate::rules::Prim;
+
+/// The longest whole program compiled with Cranelift's backtracking
+/// register allocator (better code, slower to compile) instead of its
+/// single-pass one.
+const SMALL_PROGRAM: usize = 256;
 
 /// The most register instructions in one compiled function of a whole
 /// program.
@@ -194,8 +206,11 @@ impl NativeCode {
             // (inputs past that compile to NaN constants) and reads and
             // writes `r[i]` only for `i < r_len`; both lengths were
             // checked above, and the two slices do not overlap. The code
-            // calls only `Prim::native_value` functions, which are safe
-            // Rust, and keeps no pointer after it returns.
+            // calls only `Prim::native_value` functions and `sin_cos`,
+            // which are safe Rust (`sin_cos` returns its pair in two
+            // registers on the hosts where `SIN_COS` lets it be called, as
+            // the generated call expects), and keeps no pointer after it
+            // returns.
             unsafe { f(r.as_mut_ptr(), x.as_ptr()) };
         }
         true
@@ -338,6 +353,63 @@ fn calls(ins: &Ins) -> bool {
     }
 }
 
+/// `sin x` and `cos x` from one call: the values of [`Prim::Sin`] and
+/// [`Prim::Cos`], which the compiler computes with one `sincos` (about
+/// 40% less than the two calls). Returned in two floating-point registers
+/// under the C calling convention of Unix hosts, as Cranelift returns two
+/// `f64` results ([`SIN_COS`]).
+#[repr(C)]
+struct SinCos {
+    sin: f64,
+    cos: f64,
+}
+
+extern "C" fn sin_cos(x: f64) -> SinCos {
+    SinCos {
+        sin: Prim::Sin.value(&[x], 0),
+        cos: Prim::Cos.value(&[x], 0),
+    }
+}
+
+/// The `sin`/`cos` pairs a function has computed, by their operand's key
+/// ([`sin_cos_pairs`]).
+type SinCosPairs = HashMap<(u32, u32), (Value, Value)>;
+
+/// Whether whole programs compute a `sin` and a `cos` of one value with
+/// one call ([`sin_cos`]): on hosts whose C calling convention returns a
+/// pair of `f64` in two registers, as Cranelift returns two results (not
+/// Windows, which returns the pair through memory).
+const SIN_COS: bool = cfg!(not(windows));
+
+/// For each instruction of `ins`: for a `sin` or `cos` of a value whose
+/// `cos` or `sin` the same instructions also take, the value as (register,
+/// how often it was written before), the key under which [`Gen`] keeps the
+/// pair from one [`sin_cos`] call.
+fn sin_cos_pairs(ins: &[Ins], n_regs: usize) -> Vec<Option<(u32, u32)>> {
+    let mut writes = vec![0u32; n_regs];
+    let mut keys = vec![None; ins.len()];
+    let mut taken: HashMap<(u32, u32), u8> = HashMap::new();
+    for (j, i) in ins.iter().enumerate() {
+        if let Ins::Unary {
+            a,
+            prim: prim @ (Prim::Sin | Prim::Cos),
+            ..
+        } = *i
+        {
+            let key = (a, writes[a as usize]);
+            *taken.entry(key).or_default() |= if prim == Prim::Sin { 1 } else { 2 };
+            keys[j] = Some(key);
+        }
+        writes[destination(i) as usize] += 1;
+    }
+    for k in &mut keys {
+        if k.is_some_and(|key| taken.get(&key) != Some(&3)) {
+            *k = None;
+        }
+    }
+    keys
+}
+
 /// The registers an instruction reads, and how many.
 fn operands(ins: &Ins) -> ([u32; 3], usize) {
     match *ins {
@@ -427,6 +499,9 @@ struct Gen<'a, 'f> {
     /// in `r` and the first scratch row, where a register written in an
     /// earlier piece of the kernel is read from.
     scratch: Option<(Value, usize)>,
+    /// The signature of [`sin_cos`] and the pairs it has computed, by
+    /// their operand's key ([`sin_cos_pairs`]); whole programs only.
+    sin_cos: Option<(SigRef, SinCosPairs)>,
 }
 
 /// Memory flags of scalar accesses: they cannot trap (every offset is
@@ -533,6 +608,31 @@ impl Gen<'_, '_> {
             });
         }
         out.unwrap_or(zero)
+    }
+
+    /// `sin` (or `cos`) of register `a`, whose value has the key `key`:
+    /// from the pair of one [`sin_cos`] call, made at the first of the two.
+    fn sin_or_cos(&mut self, key: (u32, u32), a: u32, prim: Prim) -> Option<Value> {
+        let (sig, _) = self.sin_cos.as_ref()?;
+        let sig = *sig;
+        let pair = match self.sin_cos.as_ref().and_then(|(_, m)| m.get(&key)) {
+            Some(&pair) => pair,
+            None => {
+                let x = self.get(a);
+                let f = self.b.ins().iconst(
+                    self.ptr,
+                    sin_cos as extern "C" fn(f64) -> SinCos as usize as i64,
+                );
+                let call = self.b.ins().call_indirect(sig, f, &[x]);
+                let r = self.b.inst_results(call);
+                let pair = (r[0], r[1]);
+                if let Some((_, m)) = self.sin_cos.as_mut() {
+                    m.insert(key, pair);
+                }
+                pair
+            }
+        };
+        Some(if prim == Prim::Sin { pair.0 } else { pair.1 })
     }
 
     /// `select(c, a, b)`: `a` where `c > 0`, else `b` (an ordered
@@ -793,7 +893,10 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
         }
     }
 
-    let mut module = module(false)?;
+    // A short program is compiled with the better register allocator (its
+    // compile time is small either way); a long one with the linear one.
+    let mut module = module(code.len() <= SMALL_PROGRAM)?;
+    let call_conv = module.target_config().default_call_conv;
     let mut fbc = FunctionBuilderContext::new();
     let mut ids = Vec::with_capacity(n_chunks);
     for c in 0..n_chunks {
@@ -816,15 +919,35 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
                     sig,
                     ptr,
                     scratch: None,
+                    sin_cos: None,
                 };
                 let ins = chunk(c);
+                let pairs = if SIN_COS {
+                    sin_cos_pairs(ins, n_regs)
+                } else {
+                    vec![None; ins.len()]
+                };
+                if pairs.iter().any(Option::is_some) {
+                    let mut sc = Signature::new(call_conv);
+                    sc.params.push(AbiParam::new(F64));
+                    sc.returns.push(AbiParam::new(F64));
+                    sc.returns.push(AbiParam::new(F64));
+                    let sc = g.b.import_signature(sc);
+                    g.sin_cos = Some((sc, HashMap::new()));
+                }
                 let (next_dst, next_op) = next_reads(ins, n_regs);
                 // Whether a register's current value is in the register file:
                 // yes for values from earlier functions, no for a value written
                 // here until it is stored.
                 let mut in_memory = vec![true; n_regs];
                 for (j, i) in ins.iter().enumerate() {
-                    if !g.ins(i) {
+                    let paired = match (pairs[j], *i) {
+                        (Some(key), Ins::Unary { dst, a, prim, .. }) => g
+                            .sin_or_cos(key, a, prim)
+                            .map(|y| g.vals[dst as usize] = Some(y)),
+                        _ => None,
+                    };
+                    if paired.is_none() && !g.ins(i) {
                         return false;
                     }
                     let d = destination(i);
@@ -863,9 +986,22 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
                         g.b.ins()
                             .store(flags(), v, r, ((guard_base + k) * 8) as i32);
                     }
-                    for (k, &reg) in rc.outputs.iter().enumerate() {
-                        let v = g.get(reg);
-                        g.b.ins().store(flags(), v, r, ((out_base + k) * 8) as i32);
+                    // Outputs in pairs, one 16-byte store each: the caller
+                    // copies them out with 16-byte loads, which a pair of
+                    // 8-byte stores could not forward (a stall of about 10
+                    // cycles, on a `Derivatives<U3>` call a third of the
+                    // time outside libm).
+                    for (k, pair) in rc.outputs.chunks(2).enumerate() {
+                        let at = ((out_base + 2 * k) * 8) as i32;
+                        let v = g.get(pair[0]);
+                        if let Some(&second) = pair.get(1) {
+                            let w = g.get(second);
+                            let both = g.b.ins().scalar_to_vector(F64X2, v);
+                            let both = g.b.ins().insertlane(both, w, 1);
+                            g.b.ins().store(vector_flags(), both, r, at);
+                        } else {
+                            g.b.ins().store(flags(), v, r, at);
+                        }
                     }
                 }
                 g.b.ins().return_(&[]);
@@ -1042,6 +1178,7 @@ pub(crate) fn compile_block(p: &Program, rc: &RegisterCode) -> Option<NativeCode
                 sig,
                 ptr,
                 scratch: has_calls.then_some((base, 0)),
+                sin_cos: None,
             };
             match piece {
                 Piece::Vector(range, stores) => {
