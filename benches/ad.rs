@@ -511,6 +511,14 @@ fn bench_evaluators(c: &mut Criterion) {
         g.bench_function(format!("n={n}/hvp apply_many, 4 directions"), |b| {
             b.iter(|| h4.apply_many(black_box(&vs), &mut many).unwrap())
         });
+        // The "HVP ÷ f": the left stage at a new point, then one
+        // direction.
+        g.bench_function(format!("n={n}/hvp linearize + apply"), |b| {
+            b.iter(|| {
+                h4.linearize(black_box(&x)).unwrap();
+                h4.apply(black_box(&vs[..n]), &mut one).unwrap()
+            })
+        });
         let hvp = Hvp::new(rosenbrock, &x).unwrap();
         let (left, right) = hvp.programs();
         let left_out = left.eval(&x).unwrap();
