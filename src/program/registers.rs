@@ -437,16 +437,19 @@ impl Program {
             }
         }
 
-        // A program longer than a scheduling window gets scratch registers
-        // (below); a shorter one fits in cache either way, and the free
-        // list keeps its registers fewer.
-        // A long program is first given scratch registers (see
-        // `allocate`); if less than half of its code then comes out as
-        // strided runs, it is not loop-like, and the free list alone keeps
-        // its registers fewer and in cache.
-        let mut alloc = allocate(ops, &role, &pinned, pending.clone(), n > SCHEDULE_WINDOW);
+        // A program longer than a scheduling window is first given scratch
+        // registers (see `allocate`); if less than half of its code then
+        // comes out as strided runs, it is not loop-like, and the free
+        // list alone keeps its registers fewer and in cache. A shorter
+        // program fits in cache either way and takes the free list at once.
+        let long = n > SCHEDULE_WINDOW;
+        let mut alloc = if long {
+            allocate(ops, &role, &pinned, pending.clone(), true)
+        } else {
+            allocate(ops, &role, &pinned, std::mem::take(&mut pending), false)
+        };
         let mut encoded = encode_runs(&alloc.code);
-        if n > SCHEDULE_WINDOW && 2 * strided_len(&encoded.1, &encoded.2) <= alloc.code.len() {
+        if long && 2 * strided_len(&encoded.1, &encoded.2) <= alloc.code.len() {
             alloc = allocate(ops, &role, &pinned, pending, false);
             encoded = encode_runs(&alloc.code);
         }
@@ -1381,8 +1384,10 @@ const fn registers_of(k: u8) -> usize {
 /// instructions' operands before storing their results is what running
 /// them one by one does, unless one of the four reads what an earlier one
 /// of them writes (an operand range starting one to three registers below
-/// the destinations): such a run, and kinds without a unit-stride form
-/// (inputs), return `false`.
+/// the destinations). Such a run goes one instruction at a time here when
+/// the operand is the previous instruction's result (a running sum,
+/// carried in a machine register); otherwise it, and kinds without a
+/// unit-stride form (inputs), return `false`.
 fn unit_stride_f64(k: u8, count: usize, base: &[u32], r: &mut [f64]) -> bool {
     macro_rules! specialised {
         ($($k:literal)*) => {
@@ -1532,9 +1537,10 @@ fn encode_runs(code: &[Ins]) -> (Vec<Ins>, Vec<Run>, Vec<u32>) {
         let mut j = 0;
         while j < m {
             if j + MIN_STRIDED <= m {
-                let stride: Vec<u32> = (0..w)
-                    .map(|c| at(j + 1, c).wrapping_sub(at(j, c)))
-                    .collect();
+                let mut stride = [0u32; 4];
+                for (c, st) in stride.iter_mut().enumerate().take(w) {
+                    *st = at(j + 1, c).wrapping_sub(at(j, c));
+                }
                 let steps =
                     |e: usize| (0..w).all(|c| at(e, c) == at(e - 1, c).wrapping_add(stride[c]));
                 let mut e = j + 2;
@@ -1543,7 +1549,7 @@ fn encode_runs(code: &[Ins]) -> (Vec<Ins>, Vec<Run>, Vec<u32>) {
                 }
                 if e - j >= MIN_STRIDED {
                     packed.push((e - j) as u32);
-                    for (c, &st) in stride.iter().enumerate() {
+                    for (c, &st) in stride.iter().enumerate().take(w) {
                         packed.extend([at(j, c), st]);
                     }
                     push_run(&mut runs, k | STRIDED, other.len(), packed.len());
