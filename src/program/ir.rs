@@ -813,7 +813,8 @@ pub(crate) const STRUCTURAL_ZERO: f64 = -0.0;
 /// memory near the values it involves.
 ///
 /// An instruction with operands is filed under its *anchor*, its latest
-/// operand: the first [`SLOTS`] instructions anchored at a value are
+/// operand that is not a constant (its latest operand if all are): the
+/// first [`SLOTS`] instructions anchored at a value are
 /// listed beside that value, and only later ones go to a hash table. A
 /// look-up reads the anchor's slots and the few instructions they name,
 /// all recently touched in a transform that walks the program in order
@@ -1173,7 +1174,17 @@ impl Builder {
     #[inline]
     fn share(&mut self, ins: Instr) -> Var {
         let next = self.code.len() as u32;
-        let anchor = ins.operands().iter().max().map_or(0, |v| v.index());
+        // Filed under the latest operand that is not a constant: one
+        // constant (a `1` in every `1 − xᵢ`) is read all over a program,
+        // so its few slots would send every later reader to the table.
+        let ops = ins.operands();
+        let code = &self.code;
+        let anchor = ops
+            .iter()
+            .filter(|v| !code[v.index()].is_const())
+            .max()
+            .or_else(|| ops.iter().max())
+            .map_or(0, |v| v.index());
         let Cse {
             slots, overflow, ..
         } = &mut self.cse;
