@@ -442,7 +442,7 @@ pub(crate) fn schedule_order(code: &[Instr], live: &[bool]) -> Vec<u32> {
     let mut items: Vec<u32> = (0..code.len() as u32)
         .filter(|&i| live[i as usize])
         .collect();
-    Scheduler::default().sort(code, &mut items, |_| true);
+    Scheduler::default().sort(code, &mut items);
     items
 }
 
@@ -464,6 +464,13 @@ const SHARED_READS: u32 = 32;
 /// Bits of a level in [`Scheduler`]'s packed (window, level) words:
 /// enough for [`SCHEDULE_WINDOW`] levels, leaving 2¹⁸ windows.
 const LEVEL_BITS: u32 = 14;
+/// The flag of a source in [`Scheduler`]'s anchors (a position below it).
+const SOURCE: u32 = 1 << 31;
+/// The bits of [`Scheduler`]'s read counts (above [`SHARED_READS`]).
+const READS: u8 = 0x7f;
+const _: () = assert!(SHARED_READS < READS as u32);
+/// The flag of a constant among [`Scheduler`]'s sources.
+const CONST_SOURCE: u8 = 0x80;
 const _: () = assert!(SCHEDULE_WINDOW <= 1 << LEVEL_BITS);
 
 /// Orders a stage's instructions for the evaluators, as
@@ -494,8 +501,8 @@ pub(crate) struct Scheduler {
     /// Per value of `code`: its anchor, or for a value without operands
     /// the position of its first reader (`u32::MAX` while unread).
     anchor: Vec<u32>,
-    /// Per value of `code`: how often the stage reads it (sources only,
-    /// saturating).
+    /// Per value of `code`, for sources: how often the stage reads it
+    /// (saturating at [`READS`]), and [`CONST_SOURCE`] for a constant.
     reads: Vec<u8>,
     /// Per position of the stage: the anchor of the instruction there
     /// (`u32::MAX` for a source).
@@ -509,33 +516,55 @@ pub(crate) struct Scheduler {
 }
 
 impl Scheduler {
-    /// Sorts `items` (indices into `code`, increasing); `same(o)` tells
-    /// whether value `o` belongs to the stage being built.
-    pub(crate) fn sort(&mut self, code: &[Instr], items: &mut [u32], same: impl Fn(usize) -> bool) {
-        if items.is_empty() {
+    /// Sorts `items` (indices into `code`, increasing). The values of
+    /// `code` that `items` read but do not list (an earlier stage's, when
+    /// sorting one stage) count as sources.
+    pub(crate) fn sort(&mut self, code: &[Instr], items: &mut [u32]) {
+        let len = items.len();
+        // Positions are kept beside a flag bit; a stage this long does not
+        // fit in memory anyway, but would simply stay in program order.
+        if len == 0 || len >= SOURCE as usize {
             return;
         }
-        let len = items.len();
-        let source = |o: usize| !same(o) || code[o].operands().is_empty();
-        // Per value: its anchor (for a source, the position of its first
-        // reader) and how often it is read (sources).
+        // Pass 1, per value: a source (anything `items` reads before it
+        // is computed here, or never computed here) holds `SOURCE |` the
+        // position of its first reader and counts its reads; a computing
+        // item is marked as such (`anchor < SOURCE`) when reached, so
+        // that its readers, later in program order, see it.
         self.anchor.clear();
         self.anchor.resize(code.len(), u32::MAX);
         self.reads.clear();
         self.reads.resize(code.len(), 0);
+        let mut sources_listed = false;
         for (p, &i) in items.iter().enumerate() {
-            for o in code[i as usize].operands() {
+            let ops = code[i as usize].operands();
+            for o in ops {
                 let o = o.index();
-                if source(o) {
-                    self.anchor[o] = self.anchor[o].min(p as u32);
-                    self.reads[o] = self.reads[o].saturating_add(1);
+                let a = self.anchor[o];
+                if a >= SOURCE {
+                    let r = &mut self.reads[o];
+                    if a == u32::MAX && code[o].is_const() {
+                        // First read: constants are told apart once here,
+                        // for the windows' `kind`, instead of at each read.
+                        *r = CONST_SOURCE;
+                    }
+                    *r += u8::from(*r & READS < READS);
+                    self.anchor[o] = a.min(SOURCE | p as u32);
                 }
             }
+            if ops.is_empty() {
+                sources_listed = true;
+            } else {
+                self.anchor[i as usize] = 0;
+            }
         }
-        // Anchors of the instructions that compute, in program order, kept
-        // by position in `at`; the stage's sources are placed afterwards.
+        // Pass 2, in program order: the anchors of the computing items,
+        // kept by position in `at` (`u32::MAX` for a source) and counted
+        // for the sort.
         self.at.clear();
         self.at.resize(len, u32::MAX);
+        self.start.clear();
+        self.start.resize(len + 1, 0);
         for (p, &i) in items.iter().enumerate() {
             let ops = code[i as usize].operands();
             if ops.is_empty() {
@@ -543,14 +572,14 @@ impl Scheduler {
             }
             let p = p as u32;
             let mut computed = None;
-            let mut first_read = None;
+            let mut first_read = u32::MAX;
             for o in ops {
                 let o = o.index();
                 let a = self.anchor[o];
-                if !source(o) {
+                if a < SOURCE {
                     computed = Some(computed.map_or(a, |c: u32| c.max(a)));
-                } else if u32::from(self.reads[o]) <= SHARED_READS {
-                    first_read = Some(first_read.map_or(a, |f: u32| f.min(a)));
+                } else if u32::from(self.reads[o] & READS) <= SHARED_READS {
+                    first_read = first_read.min(a & !SOURCE);
                 }
             }
             // Reading computed values: just after the latest of them.
@@ -559,62 +588,31 @@ impl Scheduler {
             // everywhere (a shared parameter, a constant) says nothing
             // about where the instruction belongs. Never past its own
             // place.
-            let a = computed.or(first_read).unwrap_or(p).min(p);
+            let a = computed.unwrap_or(first_read).min(p);
             self.anchor[i as usize] = a;
             self.at[p as usize] = a;
+            self.start[a as usize + 1] += 1;
         }
-        // A stable counting sort of the computing instructions by anchor
-        // (anchors are positions, so the range is the stage's length).
-        self.start.clear();
-        self.start.resize(len + 1, 0);
-        for &a in &self.at {
-            if a != u32::MAX {
-                self.start[a as usize + 1] += 1;
-            }
-        }
+        // A stable counting sort of the computing items by anchor (anchors
+        // are positions, so the range is the stage's length).
         for k in 1..self.start.len() {
             self.start[k] += self.start[k - 1];
         }
         let computing = self.start[len] as usize;
         self.order.clear();
         self.order.resize(computing, 0);
-        for (p, &a) in self.at.iter().enumerate() {
+        for (&a, &i) in self.at.iter().zip(items.iter()) {
             if a != u32::MAX {
                 let slot = &mut self.start[a as usize];
-                self.order[*slot as usize] = items[p];
+                self.order[*slot as usize] = i;
                 *slot += 1;
             }
         }
-        // The sources among `items`, each just before its first reader in
-        // that order (`anchor` marks those still to place); unread ones
-        // first.
-        const TO_PLACE: u32 = u32::MAX - 1;
-        let mut w = 0;
-        for p in 0..len {
-            let i = items[p] as usize;
-            if code[i].operands().is_empty() {
-                if self.reads[i] == 0 {
-                    items[w] = i as u32;
-                    w += 1;
-                } else {
-                    self.anchor[i] = TO_PLACE;
-                }
-            }
+        if sources_listed {
+            self.place_sources(code, items);
+        } else {
+            items.copy_from_slice(&self.order);
         }
-        for k in 0..computing {
-            let i = self.order[k] as usize;
-            for o in code[i].operands() {
-                let o = o.index();
-                if self.anchor[o] == TO_PLACE {
-                    self.anchor[o] = 0;
-                    items[w] = o as u32;
-                    w += 1;
-                }
-            }
-            items[w] = i as u32;
-            w += 1;
-        }
-        debug_assert_eq!(w, len);
         // The anchors are done with: the array now holds each value's
         // window (plus one) and level there, as `window << LEVEL_BITS |
         // level` (a window has at most SCHEDULE_WINDOW levels).
@@ -622,6 +620,39 @@ impl Scheduler {
         for (w, window) in items.chunks_mut(SCHEDULE_WINDOW).enumerate() {
             self.sort_window(code, window, w as u32 + 1);
         }
+    }
+
+    /// Writes into `items` the computing items in anchor order (`order`),
+    /// each source that `items` lists just before its first reader there,
+    /// unread ones first.
+    fn place_sources(&mut self, code: &[Instr], items: &mut [u32]) {
+        // `anchor` marks the sources still to place.
+        const TO_PLACE: u32 = u32::MAX - 1;
+        let mut w = 0;
+        for p in 0..items.len() {
+            let i = items[p] as usize;
+            if code[i].operands().is_empty() {
+                if self.reads[i] & READS == 0 {
+                    items[w] = i as u32;
+                    w += 1;
+                } else {
+                    self.anchor[i] = TO_PLACE;
+                }
+            }
+        }
+        for &i in &self.order {
+            for o in code[i as usize].operands() {
+                let o = o.index();
+                if self.anchor[o] == TO_PLACE {
+                    self.anchor[o] = 0;
+                    items[w] = o as u32;
+                    w += 1;
+                }
+            }
+            items[w] = i;
+            w += 1;
+        }
+        debug_assert_eq!(w, items.len());
     }
 
     /// Sorts one window by (level, operation), stable.
@@ -640,13 +671,25 @@ impl Scheduler {
                 .max()
                 .unwrap_or(0);
             self.anchor[i as usize] = stamp << LEVEL_BITS | l;
-            let k = kind(code, ins);
+            let k = kind(&self.reads, ins);
             max_level = max_level.max(l);
             max_kind = max_kind.max(k);
             self.keys.push((l, k, i));
         }
         self.tmp.clear();
         self.tmp.resize(window.len(), (0, 0, 0));
+        let kinds = max_kind + 1;
+        if (max_level as usize + 1) * kinds as usize <= 2 * window.len() {
+            // Few (level, operation) pairs: one sort on the pair.
+            let max = max_level * kinds + max_kind;
+            counting_sort(&self.keys, &mut self.tmp, &mut self.start, max, |e| {
+                e.0 * kinds + e.1
+            });
+            for (w, e) in window.iter_mut().zip(&self.tmp) {
+                *w = e.2;
+            }
+            return;
+        }
         counting_sort(&self.keys, &mut self.tmp, &mut self.start, max_kind, |e| {
             e.1
         });
@@ -663,9 +706,13 @@ impl Scheduler {
 /// then each primitive by its opcode, told apart by which operand is a
 /// constant (the lowered code takes a constant operand as an immediate,
 /// a different instruction, so `x · c` and `x · y` make separate runs).
-fn kind(code: &[Instr], ins: &Instr) -> u32 {
+/// `reads` flags the constants ([`CONST_SOURCE`]).
+fn kind(reads: &[u8], ins: &Instr) -> u32 {
     let ops = ins.operands();
-    let is_const = |j: usize| ops.get(j).is_some_and(|o| code[o.index()].is_const());
+    let is_const = |j: usize| {
+        ops.get(j)
+            .is_some_and(|o| reads[o.index()] & CONST_SOURCE != 0)
+    };
     let k = match (is_const(0), is_const(1)) {
         (true, false) => 1,
         (false, true) => 2,

@@ -220,7 +220,7 @@ pub(crate) fn split(
             Var(l)
         };
         if schedule {
-            sorter.sort(code, items, |o| stage[o] == s32);
+            sorter.sort(code, items);
         }
         for &i in items.iter() {
             let i = i as usize;
