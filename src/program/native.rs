@@ -164,6 +164,14 @@ pub(crate) struct NativeCode {
     module: Option<Mutex<JITModule>>,
 }
 
+/// `r` grown to `len` values (out of line: the first run only, and a
+/// small program's hot path keeps fewer registers without it).
+#[cold]
+#[inline(never)]
+fn grow(r: &mut Vec<f64>, len: usize) {
+    r.resize(len, 0.0);
+}
+
 impl fmt::Debug for NativeCode {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("NativeCode")
@@ -197,7 +205,7 @@ impl NativeCode {
             return false;
         }
         if r.len() < self.r_len {
-            r.resize(self.r_len, 0.0);
+            grow(r, self.r_len);
         }
         for f in &self.entries {
             // SAFETY: `f` is finished code of this module (alive while
@@ -940,6 +948,11 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
                 // yes for values from earlier functions, no for a value written
                 // here until it is stored.
                 let mut in_memory = vec![true; n_regs];
+                // The last function keeps the final values it computes near
+                // its end in machine registers for the output and guard
+                // stores, instead of storing them to their registers and
+                // loading them back (registers nothing reads after the run).
+                let mut for_end = vec![false; n_regs];
                 for (j, i) in ins.iter().enumerate() {
                     let paired = match (pairs[j], *i) {
                         (Some(key), Ins::Unary { dst, a, prim, .. }) => g
@@ -952,9 +965,14 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
                     }
                     let d = destination(i);
                     in_memory[d as usize] = false;
+                    for_end[d as usize] = false;
                     if store_after[start + j] {
-                        g.store(d);
-                        in_memory[d as usize] = true;
+                        if last && j + HORIZON >= ins.len() {
+                            for_end[d as usize] = true;
+                        } else {
+                            g.store(d);
+                            in_memory[d as usize] = true;
+                        }
                     }
                     // Values not read again soon leave the machine registers:
                     // stored if a later instruction of this function reads
@@ -969,7 +987,7 @@ pub(crate) fn compile_chunked(p: &Program, rc: &RegisterCode, chunk: usize) -> O
                         .map(|(&a, t)| (a, t))
                         .chain([(d, next_dst[j])]);
                     for (a, t) in later {
-                        if t <= j + HORIZON {
+                        if t <= j + HORIZON || (t == usize::MAX && for_end[a as usize]) {
                             continue;
                         }
                         if t != usize::MAX && !in_memory[a as usize] {
