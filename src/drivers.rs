@@ -977,7 +977,29 @@ where
     /// # Errors
     ///
     /// Errors of re-tracing where a guard fails.
+    #[inline(never)]
     pub fn eval(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
+        // Once compiled, straight from the native code's registers; all
+        // else (compiling, guards that fail, Taylor jets) out of line, so
+        // that this path stays a small function.
+        #[cfg(feature = "jit")]
+        if let Some((p, regs)) = &mut self.native {
+            if let Some(Ok(d)) = p.eval_f64_compiled(regs, &[x]) {
+                if d.len() == self.out.len() {
+                    let mut d = GenericArray::from_slice(d).clone();
+                    for v in d.iter_mut().skip(1) {
+                        *v += 0.0;
+                    }
+                    return Ok(d);
+                }
+            }
+        }
+        self.eval_general(x)
+    }
+
+    /// [`Derivatives::eval`] off its fast path.
+    #[inline(never)]
+    fn eval_general(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
         #[cfg(feature = "jit")]
         if let Some((p, regs)) = &mut self.native {
             return match p.eval_f64(regs, &[x], &mut self.out) {

@@ -538,6 +538,43 @@ impl Program {
         self.eval_registers(rc, regs, inputs, outputs)
     }
 
+    /// [`Program::eval_f64`] where the whole program already runs as native
+    /// code (feature `jit`): its outputs, left in `regs`, or `None` (nothing
+    /// run) while the program is not compiled or `inputs` does not have
+    /// [`Program::n_inputs`] values. A small hot program pays less around
+    /// the call this way: [`crate::Derivatives`] reads its derivatives from
+    /// here.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::GuardFailed`](crate::Error::GuardFailed) where a recorded
+    /// comparison no longer holds.
+    #[cfg(feature = "jit")]
+    #[inline]
+    pub(crate) fn eval_f64_compiled<'r>(
+        &self,
+        regs: &'r mut Registers,
+        inputs: &[f64],
+    ) -> Option<Result<&'r [f64]>> {
+        let nc = self.native.whole.0.get()?.as_ref()?;
+        if inputs.len() != self.n_inputs {
+            return None;
+        }
+        let r = &mut regs.regs;
+        if !nc.run(r, inputs) {
+            return None;
+        }
+        if !self.guards.is_empty() {
+            let g = nc.guard_base;
+            if let Err(e) =
+                check_guard_operands(&self.guards, |i, _| (r[g + 2 * i], r[g + 2 * i + 1]))
+            {
+                return Some(Err(e));
+            }
+        }
+        r.get(nc.out_base..nc.out_base + self.outputs.len()).map(Ok)
+    }
+
     /// The native code of the whole program (feature `jit`), compiled on
     /// first use.
     #[cfg(feature = "jit")]
