@@ -466,6 +466,12 @@ const SHARED_READS: u32 = 32;
 const LEVEL_BITS: u32 = 14;
 /// The flag of a source in [`Scheduler`]'s anchors (a position below it).
 const SOURCE: u32 = 1 << 31;
+/// The flag of a computed value whose earliest reader's anchor
+/// [`Scheduler::sink`] has recorded (positions stay below it).
+const READ_BY: u32 = 1 << 30;
+/// How far past its own anchor an instruction's earliest reader must be
+/// anchored for [`Scheduler::sink`] to move it there.
+const SINK_GAP: u32 = 512;
 /// The bits of [`Scheduler`]'s read counts (above [`SHARED_READS`]).
 const READS: u8 = 0x7f;
 const _: () = assert!(SHARED_READS < READS as u32);
@@ -485,7 +491,9 @@ const _: () = assert!(SCHEDULE_WINDOW <= 1 << LEVEL_BITS);
 ///    after the whole forward sweep; where a pullback needs only one
 ///    element's forward values (a constant seed, a sum of terms), this
 ///    puts it next to them, so those values die young instead of living
-///    across the whole program.
+///    across the whole program. Then, in reverse, an instruction whose
+///    readers all sit more than [`SINK_GAP`] positions later sinks to the
+///    earliest of them (see [`Scheduler::sink`]).
 /// 2. **Levels.** Windows of [`SCHEDULE_WINDOW`] consecutive instructions
 ///    of that order are each sorted by dependency level, and by operation
 ///    within a level: an instruction is one level above the highest of its
@@ -521,9 +529,9 @@ impl Scheduler {
     /// sorting one stage) count as sources.
     pub(crate) fn sort(&mut self, code: &[Instr], items: &mut [u32]) {
         let len = items.len();
-        // Positions are kept beside a flag bit; a stage this long does not
+        // Positions are kept below two flag bits; a stage this long does not
         // fit in memory anyway, but would simply stay in program order.
-        if len == 0 || len >= SOURCE as usize {
+        if len == 0 || len >= READ_BY as usize {
             return;
         }
         // Pass 1, per value: a source (anything `items` reads before it
@@ -591,8 +599,8 @@ impl Scheduler {
             let a = computed.unwrap_or(first_read).min(p);
             self.anchor[i as usize] = a;
             self.at[p as usize] = a;
-            self.start[a as usize + 1] += 1;
         }
+        self.sink(code, items);
         // A stable counting sort of the computing items by anchor (anchors
         // are positions, so the range is the stage's length).
         for k in 1..self.start.len() {
@@ -619,6 +627,46 @@ impl Scheduler {
         self.anchor.fill(0);
         for (w, window) in items.chunks_mut(SCHEDULE_WINDOW).enumerate() {
             self.sort_window(code, window, w as u32 + 1);
+        }
+    }
+
+    /// Pass 3, in reverse program order: an instruction whose readers are
+    /// all anchored more than [`SINK_GAP`] positions after its own anchor
+    /// sinks to the earliest of them, so that it is computed where it is
+    /// used instead of living from its operands to its readers (in a
+    /// gradient, a product `xᵢⱼ · r̄ᵢ` made beside row `i` but summed into a
+    /// chain that runs at the end); its operands may then sink after it.
+    /// It still follows its operands (its anchor only grows) and precedes
+    /// its readers (an anchor no later than theirs, and earlier in program
+    /// order). Counts the final anchors for the sort.
+    fn sink(&mut self, code: &[Instr], items: &[u32]) {
+        for (p, &i) in items.iter().enumerate().rev() {
+            let mut a = self.at[p];
+            if a == u32::MAX {
+                continue;
+            }
+            let read = self.anchor[i as usize];
+            if read & READ_BY != 0 {
+                let r = read & !READ_BY;
+                if r > a + SINK_GAP {
+                    a = r;
+                    self.at[p] = a;
+                }
+            }
+            self.start[a as usize + 1] += 1;
+            // Each computed operand learns its earliest reader's anchor
+            // (`anchor` of a computed value now holds that, flagged).
+            for o in code[i as usize].operands() {
+                let e = &mut self.anchor[o.index()];
+                if *e < SOURCE {
+                    *e = READ_BY
+                        | if *e & READ_BY != 0 {
+                            (*e & !READ_BY).min(a)
+                        } else {
+                            a
+                        };
+                }
+            }
         }
     }
 
