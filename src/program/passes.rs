@@ -573,6 +573,7 @@ impl Scheduler {
         self.at.resize(len, u32::MAX);
         self.start.clear();
         self.start.resize(len + 1, 0);
+        let mut may_sink = false;
         for (p, &i) in items.iter().enumerate() {
             let ops = code[i as usize].operands();
             if ops.is_empty() {
@@ -580,12 +581,14 @@ impl Scheduler {
             }
             let p = p as u32;
             let mut computed = None;
+            let mut lowest = u32::MAX;
             let mut first_read = u32::MAX;
             for o in ops {
                 let o = o.index();
                 let a = self.anchor[o];
                 if a < SOURCE {
                     computed = Some(computed.map_or(a, |c: u32| c.max(a)));
+                    lowest = lowest.min(a);
                 } else if u32::from(self.reads[o] & READS) <= SHARED_READS {
                     first_read = first_read.min(a & !SOURCE);
                 }
@@ -599,8 +602,15 @@ impl Scheduler {
             let a = computed.unwrap_or(first_read).min(p);
             self.anchor[i as usize] = a;
             self.at[p as usize] = a;
+            self.start[a as usize + 1] += 1;
+            // Whether pass 3 can move anything: the first instruction it
+            // moves (in reverse) has readers that did not move, so one of
+            // them is anchored far after it here already.
+            may_sink |= lowest != u32::MAX && a > lowest + SINK_GAP;
         }
-        self.sink(code, items);
+        if may_sink {
+            self.sink(code, items);
+        }
         // A stable counting sort of the computing items by anchor (anchors
         // are positions, so the range is the stage's length).
         for k in 1..self.start.len() {
@@ -638,7 +648,7 @@ impl Scheduler {
     /// chain that runs at the end); its operands may then sink after it.
     /// It still follows its operands (its anchor only grows) and precedes
     /// its readers (an anchor no later than theirs, and earlier in program
-    /// order). Counts the final anchors for the sort.
+    /// order). Moves the counts of the anchors it changes.
     fn sink(&mut self, code: &[Instr], items: &[u32]) {
         for (p, &i) in items.iter().enumerate().rev() {
             let mut a = self.at[p];
@@ -649,11 +659,12 @@ impl Scheduler {
             if read & READ_BY != 0 {
                 let r = read & !READ_BY;
                 if r > a + SINK_GAP {
+                    self.start[a as usize + 1] -= 1;
+                    self.start[r as usize + 1] += 1;
                     a = r;
                     self.at[p] = a;
                 }
             }
-            self.start[a as usize + 1] += 1;
             // Each computed operand learns its earliest reader's anchor
             // (`anchor` of a computed value now holds that, flagged).
             for o in code[i as usize].operands() {
