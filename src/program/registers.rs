@@ -1434,26 +1434,13 @@ fn unit_stride_f64(k: u8, count: usize, base: &[u32], r: &mut [f64]) -> bool {
         ($($k:literal)*) => {
             match k {
                 $( $k => {
-                    const W: usize = width($k);
                     const NR: usize = registers_of($k);
-                    let Some(base) = base.get(..W) else {
+                    let Some(ins) = unit_run::<{ width($k) }, NR>($k, base, count, r.len()) else {
                         return false;
                     };
                     let d = base[0] as usize;
-                    let fits = base[..NR].iter().all(|&b| b as usize + count <= r.len());
                     let below = |a: u32| d.checked_sub(a as usize).filter(|&g| g > 0);
                     let hazard = base[1..NR].iter().any(|&a| below(a).is_some_and(|g| g < 4));
-                    if !fits {
-                        return false;
-                    }
-                    // The instruction on four temporaries: 0 the result,
-                    // 1.. the operands; the immediate as it is.
-                    let mut w = [0u32; W];
-                    w.copy_from_slice(base);
-                    for (c, x) in w.iter_mut().enumerate().take(NR) {
-                        *x = c as u32;
-                    }
-                    let ins = unpack($k, &w);
                     if hazard {
                         // A recurrence: an operand is the previous
                         // instruction's result (a running sum). One at a
@@ -1519,6 +1506,30 @@ fn unit_stride_f64(k: u8, count: usize, base: &[u32], r: &mut [f64]) -> bool {
     specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
 }
 
+/// The first instruction of a strided run of kind `k` whose registers all
+/// step by one, rewritten onto temporaries (0 the result, 1.. its operands;
+/// an immediate as it is), if `base` holds its words and every register
+/// stays below `len` for all `count` instructions.
+/// `W` and `NR` are the kind's [`width`] and [`registers_of`].
+#[inline(always)]
+fn unit_run<const W: usize, const NR: usize>(
+    k: u8,
+    base: &[u32],
+    count: usize,
+    len: usize,
+) -> Option<Ins> {
+    let base = base.get(..W)?;
+    if !base[..NR].iter().all(|&b| b as usize + count <= len) {
+        return None;
+    }
+    let mut t = [0u32; W];
+    t.copy_from_slice(base);
+    for (c, x) in t.iter_mut().enumerate().take(NR) {
+        *x = c as u32;
+    }
+    Some(unpack(k, &t))
+}
+
 /// [`Lane::run_unit_stride`] for lanes, whose registers are already
 /// vectors: one instruction at a time, in order (so a recurrence is run as
 /// written), on temporaries, with the registers' bounds checked once for the
@@ -1532,41 +1543,38 @@ fn unit_stride_one<V: Lane>(k: u8, count: usize, base: &[u32], r: &mut [V]) -> b
     macro_rules! specialised {
         ($($k:literal)*) => {
             match k {
-                $( $k => {
-                    const W: usize = width($k);
-                    const NR: usize = registers_of($k);
-                    let Some(base) = base.get(..W) else {
-                        return false;
-                    };
-                    if !base[..NR].iter().all(|&b| b as usize + count <= r.len()) {
-                        return false;
-                    }
-                    // The instruction on temporaries: 0 the result, 1.. the
-                    // operands; the immediate as it is.
-                    let mut w = [0u32; W];
-                    w.copy_from_slice(base);
-                    for (c, x) in w.iter_mut().enumerate().take(NR) {
-                        *x = c as u32;
-                    }
-                    let ins = unpack($k, &w);
-                    let none = |_: u32| V::splat(f64::NAN);
-                    let no_rule = |_: u32, _: &[V]| V::splat(f64::NAN);
-                    let d = base[0] as usize;
-                    for i in 0..count {
-                        let mut t = [V::splat(0.0); 4];
-                        for c in 1..NR {
-                            t[c] = r[base[c] as usize + i];
-                        }
-                        step(&ins, &mut t, &none, &no_rule);
-                        r[d + i] = t[0];
-                    }
-                    true
-                } )*
+                $( $k => unit_one::<V, { width($k) }, { registers_of($k) }>($k, count, base, r), )*
                 _ => false,
             }
         };
     }
     specialised!(1 2 3 4 5 6 7 8 9 10 11 12 13 14 15)
+}
+
+/// [`unit_stride_one`] for kind `k`, of [`width`] `W` and
+/// [`registers_of`] `NR`.
+#[inline(always)]
+fn unit_one<V: Lane, const W: usize, const NR: usize>(
+    k: u8,
+    count: usize,
+    base: &[u32],
+    r: &mut [V],
+) -> bool {
+    let Some(ins) = unit_run::<W, NR>(k, base, count, r.len()) else {
+        return false;
+    };
+    let none = |_: u32| V::splat(f64::NAN);
+    let no_rule = |_: u32, _: &[V]| V::splat(f64::NAN);
+    let d = base[0] as usize;
+    for i in 0..count {
+        let mut t = [V::splat(0.0); 4];
+        for c in 1..NR {
+            t[c] = r[base[c] as usize + i];
+        }
+        step(&ins, &mut t, &none, &no_rule);
+        r[d + i] = t[0];
+    }
+    true
 }
 
 /// How many instructions the strided runs among `runs` stand for.
