@@ -524,14 +524,9 @@ impl Program {
         self.check_run(inputs.len(), Some(outputs.len()))?;
         let rc = self.registers.0.get_or_init(|| self.lower_to_registers());
         #[cfg(feature = "jit")]
-        if let Some(nc) = self.native_when_hot(rc) {
-            let r = &mut regs.regs;
-            if nc.run(r, inputs) {
-                if !rc.guard_regs.is_empty() {
-                    let g = nc.guard_base;
-                    check_guard_operands(&self.guards, |i, _| (r[g + 2 * i], r[g + 2 * i + 1]))?;
-                }
-                copy_outputs(&r[nc.out_base..nc.out_base + outputs.len()], outputs);
+        if self.native_when_hot(rc).is_some() {
+            if let Some(out) = self.eval_f64_compiled(regs, inputs) {
+                copy_outputs(out?, outputs);
                 return Ok(());
             }
         }
@@ -541,9 +536,10 @@ impl Program {
     /// [`Program::eval_f64`] where the whole program already runs as native
     /// code (feature `jit`): its outputs, left in `regs`, or `None` (nothing
     /// run) while the program is not compiled or `inputs` does not have
-    /// [`Program::n_inputs`] values. A small hot program pays less around
-    /// the call this way: [`crate::Derivatives`] reads its derivatives from
-    /// here.
+    /// [`Program::n_inputs`] values. `eval_f64` runs native code through
+    /// here; [`crate::Derivatives`] calls it directly once its program is
+    /// compiled, skipping the checks and bookkeeping that only matter
+    /// before.
     ///
     /// # Errors
     ///
