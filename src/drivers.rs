@@ -23,10 +23,11 @@ use std::ops::Add;
 use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
-use crate::error::{Error, Result};
+use crate::error::{check_len, Error, Result};
 use crate::functor::forward::{pushforward_in_place, pushforward_into};
 use crate::functor::nested::nest;
 use crate::functor::reverse::pullback_in_place;
+use crate::functor::taylor::scale_by_factorials;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
 use crate::program::registers::LANES;
 use crate::program::trace::{trace_builder, Traced, TracedBuilder, Tracer};
@@ -37,18 +38,6 @@ use crate::real::Real;
 fn check_nonempty(what: &'static str, n: usize) -> Result<()> {
     if n == 0 {
         Err(Error::EmptyInput(what))
-    } else {
-        Ok(())
-    }
-}
-
-pub(crate) fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
-    if expected != got {
-        Err(Error::LengthMismatch {
-            what,
-            expected,
-            got,
-        })
     } else {
         Ok(())
     }
@@ -831,16 +820,6 @@ fn univariate_derivatives(t: &mut TaylorProgram, x: f64, out: &mut [f64]) -> Res
     Ok(())
 }
 
-/// Coefficient `k ≥ 1` times `k!`, with `−0.0` as `+0.0` (the value,
-/// coefficient 0, is left bit for bit).
-pub(crate) fn scale_by_factorials(c: &mut [f64]) {
-    let mut fact = 1.0;
-    for (k, v) in c.iter_mut().enumerate().skip(1) {
-        fact *= k as f64;
-        *v = *v * fact + 0.0;
-    }
-}
-
 /// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable, in
 /// Taylor mode: traced once, evaluated at many points without allocation
 /// (the result is a stack array), re-traced only where a guard fails.
@@ -910,7 +889,7 @@ fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Program
 }
 
 /// `[f, f′, …]` with `−0.0` derivatives as `+0.0` (the value left bit for
-/// bit), as the Taylor path gives them ([`scale_by_factorials`]).
+/// bit), as the Taylor path gives them ([`scale_by_factorials`](crate::functor::taylor::scale_by_factorials)).
 #[cfg(feature = "jit")]
 fn positive_zero_derivatives<N: ArrayLength>(d: &GenericArray<f64, N>) -> GenericArray<f64, N> {
     let mut d = d.clone();

@@ -291,3 +291,17 @@ impl std::fmt::Display for Malformation {
 
 /// Shorthand for `Result<T, optic_ad::Error>`.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// `Ok` when a length is the expected one, else [`Error::LengthMismatch`]
+/// naming `what` (the check every public entry point makes on its slices).
+pub(crate) fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
+    if expected != got {
+        Err(Error::LengthMismatch {
+            what,
+            expected,
+            got,
+        })
+    } else {
+        Ok(())
+    }
+}

@@ -1,12 +1,15 @@
 //! The user-facing array API: one trait, [`Array`], that user code is
 //! generic over, implemented by plain vectors of any [`Real`] ([`Dense`])
-//! and by traced arrays ([`TArray`]).
+//! and by traced arrays ([`TArray`](super::TArray)).
 
 use std::sync::Arc;
 
 use super::ir::Matrix;
-use crate::drivers::check_len;
-use crate::error::{Error, Result};
+use super::kernels::{
+    axis_len, broadcast_axis_into, matmul_into, matrix_len, sum4, sum_axis_into, transpose_into,
+    MatMulDims,
+};
+use crate::error::{check_len, Error, Result};
 use crate::real::Real;
 
 /// Indices into a vector, shared by reference count (for
@@ -69,7 +72,7 @@ impl Indices {
 /// that runs as plain vectors of any [`Real`] ([`Dense<f64>`] natively,
 /// [`Dense<Dual64>`](num_dual::Dual64) in forward mode,
 /// [`Dense<Tracer>`](crate::Tracer) as a scalar trace) and as a traced
-/// array ([`TArray`]), which records one instruction per array operation,
+/// array ([`TArray`](super::TArray)), which records one instruction per array operation,
 /// whatever the length.
 ///
 /// The operations follow NumPy and JAX: `map` (elementwise with a scalar
@@ -78,7 +81,7 @@ impl Indices {
 /// ([`Array::Scalar`]) are [`Real`], so scalar and array code mix in one
 /// function.
 ///
-/// Map bodies take [`Array::Elem`]s. On a [`TArray`] the body is traced
+/// Map bodies take [`Array::Elem`]s. On a [`TArray`](super::TArray) the body is traced
 /// once as a scalar program; a comparison inside it becomes a guard that
 /// every element must keep (evaluation returns
 /// [`Error::GuardFailed`] where one does not), so write branches in bodies
@@ -285,29 +288,6 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
     fn broadcast_axis_flat(&self, axis: usize, rows: usize, cols: usize) -> Result<Self>;
 }
 
-/// `rows · cols`, or an error if it overflows.
-pub(crate) fn matrix_len(rows: usize, cols: usize) -> Result<usize> {
-    rows.checked_mul(cols).ok_or(Error::IndexOutOfRange {
-        what: "matrix: rows (rows × cols overflows)",
-        index: rows,
-        len: usize::MAX / cols.max(1),
-    })
-}
-
-/// The length a vector broadcast along `axis` into `rows × cols` must
-/// have.
-pub(crate) fn axis_len(axis: usize, rows: usize, cols: usize, what: &'static str) -> Result<usize> {
-    match axis {
-        0 => Ok(cols),
-        1 => Ok(rows),
-        _ => Err(Error::IndexOutOfRange {
-            what,
-            index: axis,
-            len: 2,
-        }),
-    }
-}
-
 /// A plain vector of any [`Real`]: the [`Array`] that runs natively on
 /// `f64`, in forward mode on num-dual numbers, and as a scalar trace on
 /// [`crate::Tracer`]s (one instruction per element, the cross-check of the
@@ -352,24 +332,6 @@ fn check_range(what: &'static str, start: usize, len: usize, n: usize) -> Result
             len: n,
         }),
     }
-}
-
-/// `Σ xᵢ` with four partial sums, in the order the array evaluator uses,
-/// so that native and traced results agree bit for bit on `f64`.
-pub(crate) fn sum4<T: Real>(x: &[T]) -> T {
-    let mut acc = [T::cst(0.0); 4];
-    let chunks = x.chunks_exact(4);
-    let rem = chunks.remainder();
-    for c in chunks {
-        for l in 0..4 {
-            acc[l] += c[l];
-        }
-    }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for &r in rem {
-        s += r;
-    }
-    s
 }
 
 impl<T: Real> Array for Dense<T> {
@@ -547,227 +509,5 @@ impl<T: Real> Array for Dense<T> {
         let mut out = vec![T::cst(0.0); matrix_len(rows, cols)?];
         broadcast_axis_into(&self.0, cols, axis, &mut out);
         Ok(Dense(out))
-    }
-}
-
-#[allow(unused_imports)]
-use super::trace::TArray;
-
-/// `Σᵢ aᵢ bᵢ` with four partial sums, as [`sum4`] of the products (the
-/// evaluator's dot product on `f64`).
-pub(crate) fn dot4<T: Real>(a: &[T], b: &[T]) -> T {
-    let mut acc = [T::cst(0.0); 4];
-    let ca = a.chunks_exact(4);
-    let cb = b.chunks_exact(4);
-    let (ra, rb) = (ca.remainder(), cb.remainder());
-    for (x, y) in ca.zip(cb) {
-        for l in 0..4 {
-            acc[l] += x[l] * y[l];
-        }
-    }
-    let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-    for (&x, &y) in ra.iter().zip(rb) {
-        s += x * y;
-    }
-    s
-}
-
-/// `out = aᵀ` for a row-major `rows × cols` matrix `a` (`out` is
-/// `cols × rows`), in 8 × 8 tiles.
-pub(crate) fn transpose_into<T: Real>(a: &[T], rows: usize, cols: usize, out: &mut [T]) {
-    const TILE: usize = 8;
-    for i0 in (0..rows).step_by(TILE) {
-        for j0 in (0..cols).step_by(TILE) {
-            for i in i0..(i0 + TILE).min(rows) {
-                for j in j0..(j0 + TILE).min(cols) {
-                    out[j * rows + i] = a[i * cols + j];
-                }
-            }
-        }
-    }
-}
-
-/// The dimensions of a matrix product `op(A) op(B)`: `A` is stored
-/// `a_rows × a_cols`, `B` `b_rows × b_cols`, and `op(X) = Xᵀ` where the
-/// flag is set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MatMulDims {
-    /// Rows of `A` as stored.
-    pub a_rows: usize,
-    /// Columns of `A` as stored.
-    pub a_cols: usize,
-    /// Rows of `B` as stored.
-    pub b_rows: usize,
-    /// Columns of `B` as stored.
-    pub b_cols: usize,
-    /// Whether `A` is transposed.
-    pub transpose_a: bool,
-    /// Whether `B` is transposed.
-    pub transpose_b: bool,
-}
-
-impl MatMulDims {
-    /// `(m, k, k′, n)`: `op(A)` is `m × k`, `op(B)` is `k′ × n`.
-    pub(crate) fn mkn(&self) -> (usize, usize, usize, usize) {
-        let (m, k) = if self.transpose_a {
-            (self.a_cols, self.a_rows)
-        } else {
-            (self.a_rows, self.a_cols)
-        };
-        let (k2, n) = if self.transpose_b {
-            (self.b_cols, self.b_rows)
-        } else {
-            (self.b_rows, self.b_cols)
-        };
-        (m, k, k2, n)
-    }
-
-    /// Checks the element counts and the inner dimensions; returns
-    /// `(m, k, n)`.
-    pub(crate) fn check(&self, a_len: usize, b_len: usize) -> Result<(usize, usize, usize)> {
-        check_len(
-            "matmul: left factor, rows × cols",
-            self.a_rows.saturating_mul(self.a_cols),
-            a_len,
-        )?;
-        check_len(
-            "matmul: right factor, rows × cols",
-            self.b_rows.saturating_mul(self.b_cols),
-            b_len,
-        )?;
-        let (m, k, k2, n) = self.mkn();
-        check_len(
-            "matmul: columns of the left factor vs rows of the right",
-            k,
-            k2,
-        )?;
-        matrix_len(m, n)?;
-        Ok((m, k, n))
-    }
-}
-
-/// `out = op(A) op(B)` (`m × n`, row-major): each element is the dot
-/// product of a row of `op(A)` and a column of `op(B)` with four partial
-/// sums ([`dot4`]), whatever the flags, so that every caller gets the same
-/// bits. Operands whose rows (of `op(A)`) or columns (of `op(B)`) are not
-/// contiguous are transposed into `scratch` first.
-pub(crate) fn matmul_into<T: Real>(
-    a: &[T],
-    b: &[T],
-    d: MatMulDims,
-    scratch: &mut Vec<T>,
-    out: &mut [T],
-) {
-    let (m, k, _, n) = d.mkn();
-    let a_len = m * k;
-    let need = if d.transpose_a { a_len } else { 0 } + if d.transpose_b { 0 } else { k * n };
-    if scratch.len() < need {
-        scratch.resize(need, T::cst(0.0));
-    }
-    let (sa, sb) = scratch.split_at_mut(if d.transpose_a { a_len } else { 0 });
-    let rows_a: &[T] = if d.transpose_a {
-        transpose_into(a, d.a_rows, d.a_cols, sa);
-        sa
-    } else {
-        a
-    };
-    // Columns of op(B) as rows (n × k).
-    let cols_b: &[T] = if d.transpose_b {
-        b
-    } else {
-        transpose_into(b, d.b_rows, d.b_cols, &mut sb[..k * n]);
-        &sb[..k * n]
-    };
-    if k == 0 {
-        out.fill(T::cst(0.0));
-        return;
-    }
-    for (row_out, ra) in out.chunks_exact_mut(n.max(1)).zip(rows_a.chunks_exact(k)) {
-        rows_dot(cols_b, k, ra, row_out);
-    }
-}
-
-/// `out[r] = dot4(row r, x)` for the row-major `out.len() × cols` matrix
-/// `data`, four rows at a time: the four rows share the loads of `x`, and
-/// their sixteen partial sums are independent (one row's four are a chain
-/// of dependent additions), while each row's sums stay those of [`dot4`]
-/// (the same bits). The kernel of `matvec` and of each row of a matrix
-/// product.
-pub(crate) fn rows_dot<T: Real>(data: &[T], cols: usize, x: &[T], out: &mut [T]) {
-    if cols == 0 {
-        out.fill(T::cst(0.0));
-        return;
-    }
-    let head = cols - cols % 4;
-    let mut quads = out.chunks_exact_mut(4);
-    let mut blocks = data.chunks_exact(4 * cols);
-    for (o, block) in (&mut quads).zip(&mut blocks) {
-        let mut acc = [[T::cst(0.0); 4]; 4];
-        for j in (0..head).step_by(4) {
-            let xs = &x[j..j + 4];
-            for (r, a) in acc.iter_mut().enumerate() {
-                let row = &block[r * cols + j..r * cols + j + 4];
-                for l in 0..4 {
-                    a[l] += row[l] * xs[l];
-                }
-            }
-        }
-        for (r, (a, y)) in acc.iter().zip(o.iter_mut()).enumerate() {
-            let mut s = (a[0] + a[1]) + (a[2] + a[3]);
-            for (&b, &c) in block[r * cols + head..(r + 1) * cols]
-                .iter()
-                .zip(&x[head..])
-            {
-                s += b * c;
-            }
-            *y = s;
-        }
-    }
-    for (o, row) in quads
-        .into_remainder()
-        .iter_mut()
-        .zip(blocks.remainder().chunks_exact(cols))
-    {
-        *o = dot4(row, x);
-    }
-}
-
-/// The sums of a row-major `rows × cols` matrix along `axis`: 0 gives one
-/// per column (rows added in order from 0), 1 one per row ([`sum4`]).
-pub(crate) fn sum_axis_into<T: Real>(
-    a: &[T],
-    rows: usize,
-    cols: usize,
-    axis: usize,
-    out: &mut [T],
-) {
-    if axis == 0 {
-        out.fill(T::cst(0.0));
-        for row in a.chunks_exact(cols.max(1)).take(rows) {
-            for (o, &x) in out.iter_mut().zip(row) {
-                *o += x;
-            }
-        }
-    } else {
-        for (o, row) in out.iter_mut().zip(a.chunks_exact(cols.max(1))) {
-            *o = sum4(row);
-        }
-        if cols == 0 {
-            out.fill(T::cst(0.0));
-        }
-    }
-}
-
-/// Vector `v` repeated along `axis` into a row-major `rows × cols` matrix.
-pub(crate) fn broadcast_axis_into<T: Real>(v: &[T], cols: usize, axis: usize, out: &mut [T]) {
-    if cols == 0 {
-        return;
-    }
-    for (i, row) in out.chunks_exact_mut(cols).enumerate() {
-        if axis == 0 {
-            row.copy_from_slice(&v[..cols]);
-        } else {
-            row.fill(v[i]);
-        }
     }
 }

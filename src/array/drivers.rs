@@ -7,8 +7,7 @@ use std::sync::Arc;
 use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram};
 use super::trace::{trace, TArray, TScalar};
 use super::transform::{forward, linear_split, reverse_joint};
-use crate::drivers::check_len;
-use crate::error::{Error, Result};
+use crate::error::{check_len, Error, Result};
 
 /// Traces `f` at `x` (one vector input, one scalar output).
 fn trace_scalar(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<ArrayProgram> {

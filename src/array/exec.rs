@@ -542,7 +542,7 @@ impl ArrayWorkspace {
             });
         };
         let v = v.index();
-        crate::drivers::check_len("array program output", p.shapes[v].len(), out.len())?;
+        crate::error::check_len("array program output", p.shapes[v].len(), out.len())?;
         if self.plan.acc_args.get(v).is_some_and(|a| *a != [false; 2]) {
             return self.run_masked_ext(p, inputs, mask, &mut Some((v, out)));
         }
@@ -1136,7 +1136,7 @@ pub(super) fn structural_value<'a>(
         | ArrayOp::Const(_)
         | ArrayOp::Map { .. }
         | ArrayOp::MapOut(_) => {}
-        ArrayOp::Sum(a) => out[0] = super::api::sum4(buf(*a)),
+        ArrayOp::Sum(a) => out[0] = super::kernels::sum4(buf(*a)),
         ArrayOp::Broadcast(a) => out.fill(buf(*a)[0]),
         ArrayOp::Slice { a, start } => {
             let n = out.len();
@@ -1165,22 +1165,22 @@ pub(super) fn structural_value<'a>(
         ArrayOp::Reshape(a) => out.copy_from_slice(buf(*a)),
         ArrayOp::Transpose(a) => {
             if let Shape::Matrix(r, c) = p.shapes[a.index()] {
-                super::api::transpose_into(buf(*a), r, c, out);
+                super::kernels::transpose_into(buf(*a), r, c, out);
             }
         }
         &ArrayOp::MatMul { a, b, .. } => {
             if let Some(d) = matmul_dims(p, i) {
-                super::api::matmul_into(buf(a), buf(b), d, matmul_scratch, out);
+                super::kernels::matmul_into(buf(a), buf(b), d, matmul_scratch, out);
             }
         }
         ArrayOp::SumAxis { a, axis } => {
             if let Shape::Matrix(r, c) = p.shapes[a.index()] {
-                super::api::sum_axis_into(buf(*a), r, c, *axis, out);
+                super::kernels::sum_axis_into(buf(*a), r, c, *axis, out);
             }
         }
         ArrayOp::BroadcastAxis { a, axis } => {
             if let Shape::Matrix(_, c) = p.shapes[i] {
-                super::api::broadcast_axis_into(buf(*a), c, *axis, out);
+                super::kernels::broadcast_axis_into(buf(*a), c, *axis, out);
             }
         }
     }
@@ -1188,7 +1188,7 @@ pub(super) fn structural_value<'a>(
 
 /// The dimensions of matrix product `i` of `p` (`None` if instruction `i`
 /// is not a product of matrices).
-pub(super) fn matmul_dims(p: &ArrayProgram, i: usize) -> Option<super::api::MatMulDims> {
+pub(super) fn matmul_dims(p: &ArrayProgram, i: usize) -> Option<super::kernels::MatMulDims> {
     let &ArrayOp::MatMul {
         a,
         b,
@@ -1200,7 +1200,7 @@ pub(super) fn matmul_dims(p: &ArrayProgram, i: usize) -> Option<super::api::MatM
     };
     match (p.shapes[a.index()], p.shapes[b.index()]) {
         (Shape::Matrix(a_rows, a_cols), Shape::Matrix(b_rows, b_cols)) => {
-            Some(super::api::MatMulDims {
+            Some(super::kernels::MatMulDims {
                 a_rows,
                 a_cols,
                 b_rows,
@@ -1213,15 +1213,15 @@ pub(super) fn matmul_dims(p: &ArrayProgram, i: usize) -> Option<super::api::MatM
     }
 }
 
-/// `out = M x`, each row by the sums of [`super::api::dot4`] (the same
-/// bits), four rows at a time ([`super::api::rows_dot`]).
+/// `out = M x`, each row by the sums of [`super::kernels::dot4`] (the same
+/// bits), four rows at a time ([`super::kernels::rows_dot`]).
 fn matvec(m: &Matrix, x: &[f64], out: &mut [f64]) {
     let cols = m.cols();
     let (Some(x), Some(data)) = (x.get(..cols), m.as_slice().get(..out.len() * cols)) else {
         // Not reached: the builder checks the shapes.
         return;
     };
-    super::api::rows_dot(data, cols, x, out);
+    super::kernels::rows_dot(data, cols, x, out);
 }
 
 /// `out = Mᵀ x`: `out[j] = (((0 + x₀ M₀ⱼ) + x₁ M₁ⱼ) + …)`, the rows added

@@ -6,50 +6,9 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use crate::drivers::check_len;
-use crate::error::{Error, Result};
+pub(crate) use super::shape::Shape;
+use crate::error::{check_len, Error, Result};
 use crate::program::{Builder, Op, Program, Var};
-
-/// The shape of an array value: a scalar (rank 0), a vector of `n`
-/// elements (rank 1) or a `rows × cols` matrix (rank 2), stored row-major.
-/// Constant matrices also enter programs as data ([`Matrix`]) through
-/// [`ArrayOp::MatVec`] and [`ArrayOp::VecMat`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Shape {
-    /// One value (rank 0).
-    Scalar,
-    /// `n` values (rank 1).
-    Vector(usize),
-    /// `rows × cols` values (rank 2), row-major.
-    Matrix(usize, usize),
-}
-
-impl Shape {
-    /// Number of elements: 1 for a scalar.
-    pub fn len(self) -> usize {
-        match self {
-            Shape::Scalar => 1,
-            Shape::Vector(n) => n,
-            Shape::Matrix(r, c) => r.saturating_mul(c),
-        }
-    }
-
-    /// Whether the shape holds no elements (a vector of length 0).
-    pub fn is_empty(self) -> bool {
-        self.len() == 0
-    }
-}
-
-impl fmt::Display for Shape {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Shape::Scalar => write!(f, "scalar"),
-            Shape::Vector(n) => write!(f, "vector[{n}]"),
-            Shape::Matrix(r, c) => write!(f, "matrix[{r}×{c}]"),
-        }
-    }
-}
 
 /// A dense, row-major matrix of constant data, shared by reference count:
 /// programs hold it by pointer and never copy it into their instructions.
@@ -104,9 +63,10 @@ impl Matrix {
 
     /// Row `i` (`cols()` entries); empty if `i >= rows()`.
     pub fn row(&self, i: usize) -> &[f64] {
-        self.data
-            .get(i * self.cols..(i + 1) * self.cols)
-            .unwrap_or(&[])
+        let Some(start) = i.checked_mul(self.cols).filter(|_| i < self.rows) else {
+            return &[];
+        };
+        &self.data[start..start + self.cols]
     }
 
     /// All entries, row-major.

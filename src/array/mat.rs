@@ -2,9 +2,10 @@
 
 use std::sync::Arc;
 
-use super::api::{matrix_len, Array, MatMulDims};
+use super::api::Array;
 use super::ir::Matrix;
-use crate::drivers::check_len;
+use super::kernels::{matrix_len, MatMulDims};
+use crate::error::check_len;
 use crate::error::Result;
 
 /// A `rows × cols` matrix whose elements, row-major, are an [`Array`]: the

@@ -226,7 +226,7 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
         x: &[&[f64]],
         d: &[&[&[f64]]],
     ) -> Result<(Vec<Vec<f64>>, Vec<Vec<Vec<f64>>>)> {
-        crate::drivers::check_len("closure inputs of the bundle", Self::closures(), d.len())?;
+        crate::error::check_len("closure inputs of the bundle", Self::closures(), d.len())?;
         let (y, _) = self.primal(x)?;
         let mut outs = Vec::with_capacity(d.len());
         for (k, dk) in d.iter().enumerate() {
@@ -241,13 +241,13 @@ impl<N> Nested<N> {
     /// output block.
     fn run_stage(&mut self, stage: usize, given: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
         let block = self.in_blocks[stage].clone();
-        crate::drivers::check_len(
+        crate::error::check_len(
             "arrays in the closure's input block",
             block.len(),
             given.len(),
         )?;
         for (j, g) in block.clone().zip(given) {
-            crate::drivers::check_len(
+            crate::error::check_len(
                 "closure input length",
                 self.program.input_shapes[j].len(),
                 g.len(),

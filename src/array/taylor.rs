@@ -23,9 +23,9 @@
 //! instruction can reach from the inputs: a constant has degree 0, a
 //! product of degrees `p` and `q` degree `p + q`) are never computed.
 
-use super::api::{matmul_into, MatMulDims};
 use super::exec::{check_guards, matmul_dims, structural_value};
 use super::ir::{AVar, ArrayOp, ArrayProgram, Shape};
+use super::kernels::{matmul_into, MatMulDims};
 use crate::error::{Error, Result};
 use crate::functor::{TaylorProgram as ScalarTaylor, MAX_TAYLOR_ORDER};
 
@@ -203,13 +203,13 @@ impl TaylorProgram {
     pub fn eval(&mut self, inputs: &[&[f64]]) -> Result<()> {
         let w = self.degree + 1;
         let p = &self.program;
-        crate::drivers::check_len(
+        crate::error::check_len(
             "array Taylor program: inputs",
             p.input_shapes.len(),
             inputs.len(),
         )?;
         for (x, s) in inputs.iter().zip(&p.input_shapes) {
-            crate::drivers::check_len(
+            crate::error::check_len(
                 "array Taylor program: input jet, (K + 1)·len",
                 w * s.len(),
                 x.len(),
@@ -439,13 +439,13 @@ impl Directional {
     /// length or `out` does not have `K + 1` entries (`out` untouched);
     /// [`Error::GuardFailed`] as [`TaylorProgram::eval`] (`out` untouched).
     pub fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
-        crate::drivers::check_len("Directional::eval: x", self.n, x.len())?;
-        crate::drivers::check_len("Directional::eval: v", self.n, v.len())?;
-        crate::drivers::check_len("Directional::eval: out, K + 1", self.order() + 1, out.len())?;
+        crate::error::check_len("Directional::eval: x", self.n, x.len())?;
+        crate::error::check_len("Directional::eval: v", self.n, v.len())?;
+        crate::error::check_len("Directional::eval: out, K + 1", self.order() + 1, out.len())?;
         line_jet(x, v, self.order(), &mut self.jet);
         self.taylor.eval(&[&self.jet])?;
         out.copy_from_slice(self.taylor.output(0));
-        crate::drivers::scale_by_factorials(out);
+        crate::functor::taylor::scale_by_factorials(out);
         Ok(())
     }
 

@@ -8,11 +8,11 @@ use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssi
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
-use super::api::{axis_len, matrix_len, Array, Indices, MatMulDims};
+use super::api::{Array, Indices};
 use super::exec::ArrayWorkspace;
 use super::ir::{AVar, ArrayBuilder, ArrayProgram, Matrix, Shape};
-use crate::drivers::check_len;
-use crate::error::{Error, Result};
+use super::kernels::{axis_len, matrix_len, MatMulDims};
+use crate::error::{check_len, Error, Result};
 use crate::program::{Builder, Program, Tracer, Var};
 use crate::real::{private, Real};
 use crate::rules::{CustomRule, Prim};

@@ -15,21 +15,9 @@ use approx::relative_eq;
 use super::forward::forward;
 use super::reverse::{reverse, ReverseOptic};
 use super::taylor::TaylorProgram;
-use crate::error::Result;
+use crate::error::{check_len, Result};
 use crate::optic::{Id, Optic};
 use crate::program::Program;
-
-fn check_len(what: &'static str, expected: usize, got: usize) -> Result<()> {
-    if expected == got {
-        Ok(())
-    } else {
-        Err(crate::Error::LengthMismatch {
-            what,
-            expected,
-            got,
-        })
-    }
-}
 
 fn same(a: &[f64], b: &[f64], tol: f64) -> bool {
     a.len() == b.len()

@@ -8,7 +8,7 @@ pub(crate) mod forward;
 pub mod laws;
 pub(crate) mod nested;
 pub(crate) mod reverse;
-mod taylor;
+pub(crate) mod taylor;
 
 pub use crate::program::{split_stages, Stage};
 pub use forward::forward;

@@ -277,3 +277,13 @@ fn derived_rule_taylor(
     }
     Ok(())
 }
+
+/// Coefficient `k ≥ 1` times `k!`, with `−0.0` as `+0.0` (the value,
+/// coefficient 0, is left bit for bit).
+pub(crate) fn scale_by_factorials(c: &mut [f64]) {
+    let mut fact = 1.0;
+    for (k, v) in c.iter_mut().enumerate().skip(1) {
+        fact *= k as f64;
+        *v = *v * fact + 0.0;
+    }
+}
