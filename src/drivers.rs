@@ -170,8 +170,13 @@ where
 {
     let traced = trace_fallible_builder(f, &primals(x))?;
     let mut inputs = x.to_vec();
+    // A captured tracer of an enclosing trace becomes an input where the
+    // point is itself a tracer (a driver called inside a trace); anywhere
+    // else the closure captured a tracer it cannot be given.
     for c in &traced.captures {
-        inputs.push(T::from_tracer(*c).ok_or(Error::CapturedOutsideTrace(traced.captures.len()))?);
+        let c: &dyn std::any::Any = c;
+        let c = c.downcast_ref::<T>().copied();
+        inputs.push(c.ok_or(Error::CapturedOutsideTrace(traced.captures.len()))?);
     }
     Ok((traced, inputs))
 }

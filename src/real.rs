@@ -3,25 +3,7 @@
 use std::fmt::Debug;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
 
-use crate::program::trace::Tracer;
-use crate::rules::{CustomRule, Prim};
-
-pub(crate) mod private {
-    use crate::rules::{CustomRule, Prim};
-
-    /// Crate-internal hooks; the trait is sealed through it.
-    pub trait Internal: Sized {
-        /// The primal (real) part, for tracing at this point.
-        fn primal(&self) -> f64;
-        /// Converts a captured tracer of an enclosing trace, if this type
-        /// can carry one.
-        fn from_tracer(t: crate::program::trace::Tracer) -> Option<Self>;
-        /// Applies a built-in primitive (`x.len() == prim.arity()`).
-        fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self;
-        /// Applies a user rule (`x.len() == rule.arity()`; NaN otherwise).
-        fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self;
-    }
-}
+use crate::rules::{private, CustomRule, Prim};
 
 /// Declares `Real` methods, each a one-line call of its primitive.
 macro_rules! elementary {
@@ -42,22 +24,22 @@ macro_rules! elementary {
 }
 
 /// A real scalar that user code is written against, once, and that runs as
-/// plain `f64`, as num-dual forward-mode numbers, and as a [`Tracer`] that
+/// plain `f64`, as num-dual forward-mode numbers, and as a [`Tracer`](crate::Tracer) that
 /// records an SSA program (the *trace* step of the book's introduction).
 ///
 /// Arithmetic: `+ − × ÷` and negation with `Self`, and with `f64` on the
 /// right (`x * 2.0`). In generic code write constants on the right or lift
 /// them with [`Real::cst`]: Rust cannot state `f64: Mul<T>` as an implied
 /// bound of a trait (rust-lang/rust#20671), and the orphan rule forbids
-/// `f64 * Dual64`. For the concrete types `f64` and [`Tracer`], `2.0 * x`
+/// `f64 * Dual64`. For the concrete types `f64` and [`Tracer`](crate::Tracer), `2.0 * x`
 /// works.
 ///
 /// Comparisons (`<`, `==`, also against `f64`) compare primal values; on a
-/// [`Tracer`] they are recorded as guards of the program.
+/// [`Tracer`](crate::Tracer) they are recorded as guards of the program.
 ///
 /// The trait is sealed: it is implemented for `f64`, [`Dual64`](num_dual::Dual64),
 /// [`Dual2_64`](num_dual::Dual2_64), [`Dual3_64`](num_dual::Dual3_64),
-/// [`HyperDual64`](num_dual::HyperDual64) and [`Tracer`]. On the num-dual
+/// [`HyperDual64`](num_dual::HyperDual64) and [`Tracer`](crate::Tracer). On the num-dual
 /// types, a primitive uses num-dual's own function where it has one with
 /// std's edge semantics; otherwise its derivative parts come from the
 /// primitive's rule (∂⃗ applied to its one-instruction program).
@@ -267,7 +249,7 @@ pub trait Real:
     }
 
     /// Applies a user-defined primitive to its arguments `x`
-    /// ([`crate::Rule::arity`] of them). On a [`Tracer`], another number of
+    /// ([`crate::Rule::arity`] of them). On a [`Tracer`](crate::Tracer), another number of
     /// arguments makes the trace fail with [`crate::Error::Malformed`]; on
     /// other types it gives NaN.
     #[inline]
@@ -280,9 +262,6 @@ impl private::Internal for f64 {
     #[inline]
     fn primal(&self) -> f64 {
         *self
-    }
-    fn from_tracer(_t: Tracer) -> Option<Self> {
-        None
     }
     #[inline(always)]
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {

@@ -14,7 +14,8 @@ use super::ir::{AVar, ArrayBuilder, ArrayProgram, Matrix, Shape};
 use super::kernels::{axis_len, matrix_len, MatMulDims};
 use crate::error::{check_len, Error, Result};
 use crate::program::{Builder, Program, Tracer, Var};
-use crate::real::{private, Real};
+use crate::real::Real;
+use crate::rules::private;
 use crate::rules::{CustomRule, Prim};
 
 struct Frame {
@@ -416,9 +417,6 @@ fn compare(a: TScalar, b: TScalar) -> Option<Ordering> {
 impl private::Internal for TScalar {
     fn primal(&self) -> f64 {
         primal_of(*self)
-    }
-    fn from_tracer(_t: Tracer) -> Option<Self> {
-        None
     }
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
         apply_scalar(x, prim_body(prim, param))

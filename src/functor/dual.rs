@@ -25,9 +25,9 @@ use std::sync::{Arc, Mutex, OnceLock};
 use num_dual::{Dual2_64, Dual3_64, Dual64, HyperDual64};
 
 use super::forward::forward;
-use crate::program::trace::Tracer;
 use crate::program::{Builder, Program, Workspace, MAX_ARITY};
-use crate::real::{private, Real};
+use crate::real::Real;
+use crate::rules::private;
 use crate::rules::{CustomRule, Prim};
 
 /// `∂⃗P`, `∂⃗²P` and `∂⃗³P` of a one-instruction program `P`.
@@ -249,9 +249,6 @@ macro_rules! impl_real_dual {
             #[inline]
             fn primal(&self) -> f64 {
                 self.re
-            }
-            fn from_tracer(_t: Tracer) -> Option<Self> {
-                None
             }
             #[inline]
             fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {

@@ -204,7 +204,7 @@ impl Program {
             vals.resize(code.len(), filler);
         }
         for (i, ins) in code.iter().enumerate() {
-            let v = Prim::eval_instr(ins, inputs, vals, || self.custom(ins, vals));
+            let v = Prim::eval_instr(ins, inputs, vals, T::cst, || self.custom(ins, vals));
             vals[i] = v;
         }
         check_guards(&self.guards, |v| vals[v.index()])

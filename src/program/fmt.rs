@@ -4,7 +4,8 @@
 
 use std::fmt;
 
-use super::ir::{Op, Program};
+use super::ir::Program;
+use super::op::Op;
 
 impl fmt::Display for Program {
     /// Prints one instruction per line, e.g.

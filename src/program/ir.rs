@@ -1,11 +1,28 @@
 //! The SSA intermediate representation: a flat instruction stream.
 
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::any::Any;
 use std::cmp::Ordering;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, OnceLock};
 
-use super::custom::CustomRule;
 use crate::error::{Error, Malformation};
-use crate::rules::{opcode, Prim};
+
+/// The opcodes the IR itself gives a meaning to. A built-in primitive's
+/// opcode is [`FIRST_PRIM`](opcode::FIRST_PRIM) plus its place in the
+/// primitive table (`crate::rules::opcode`): the IR stores it and hands it
+/// to the table, and never interprets it.
+pub(crate) mod opcode {
+    /// An input.
+    pub(crate) const INPUT: u8 = 0;
+    /// A constant.
+    pub(crate) const CONST: u8 = 1;
+    /// A user rule.
+    pub(crate) const CUSTOM: u8 = 2;
+    /// The first built-in primitive's opcode.
+    pub(crate) const FIRST_PRIM: u8 = 3;
+}
 
 /// An SSA value: the result of the instruction at this index of a
 /// [`Program`] or [`Builder`].
@@ -128,78 +145,6 @@ impl From<Args> for Vec<Var> {
     }
 }
 
-/// One instruction of a [`Program`].
-///
-/// Built-in primitives are named by [`Prim`], whose one definition each
-/// (value, pullback, pushforward, printing) is in [`crate::rules`]; code
-/// that walks programs asks the primitive, so this enum never grows with
-/// the primitive set.
-#[derive(Clone, Copy, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub enum Op {
-    /// The `k`-th input of the program.
-    Input(u32),
-    /// A constant. Serialised as a JSON number when finite, and as the
-    /// string `"inf"`, `"-inf"` or `"nan:0x…"` (the bit pattern, so every
-    /// NaN payload survives) otherwise, since JSON has no number for those.
-    Const(#[cfg_attr(feature = "serde", serde(with = "constant_serde"))] f64),
-    /// A built-in primitive applied to `args` (`prim.arity()` of them);
-    /// `param` is its integer attribute (the exponent of `powi`, the order
-    /// of `polygamma`; 0 for the others).
-    Apply {
-        /// The primitive.
-        prim: Prim,
-        /// Its integer attribute.
-        param: i32,
-        /// Its operands.
-        args: Args,
-    },
-    /// A user-defined primitive: index into the program's rule table.
-    Custom {
-        /// Index of the rule in [`Program::custom_rules`].
-        rule: u32,
-        /// Its operands.
-        args: Args,
-    },
-}
-
-impl Op {
-    /// The operands of this operation, in order.
-    #[inline]
-    pub fn operands(&self) -> &[Var] {
-        match self {
-            Op::Input(_) | Op::Const(_) => &[],
-            Op::Apply { args, .. } | Op::Custom { args, .. } => args.as_slice(),
-        }
-    }
-
-    /// The same operation with every operand passed through `f`.
-    #[inline]
-    pub fn map_operands(&self, f: impl FnMut(Var) -> Var) -> Op {
-        match *self {
-            Op::Input(k) => Op::Input(k),
-            Op::Const(c) => Op::Const(c),
-            Op::Apply { prim, param, args } => Op::Apply {
-                prim,
-                param,
-                args: args.map(f),
-            },
-            Op::Custom { rule, args } => Op::Custom {
-                rule,
-                args: args.map(f),
-            },
-        }
-    }
-
-    /// The primitive, for an [`Op::Apply`].
-    pub fn prim(&self) -> Option<Prim> {
-        match *self {
-            Op::Apply { prim, .. } => Some(prim),
-            _ => None,
-        }
-    }
-}
-
 /// The stored form of one instruction: 16 bytes, no padding.
 ///
 /// * `code`: the opcode, [`opcode::INPUT`], [`opcode::CONST`],
@@ -214,7 +159,7 @@ impl Op {
 /// Programs and builders store these; [`Op`] is the readable view the
 /// public API hands out ([`Program::ops`]). Equal instructions have equal
 /// bits (constants compare by bit pattern), which is what sharing needs.
-#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct Instr {
     pub(crate) code: u8,
     pub(crate) len: u8,
@@ -248,25 +193,6 @@ impl Instr {
         }
     }
 
-    /// `prim` with attribute `param` applied to `x`. Operands past
-    /// [`MAX_ARITY`] are dropped (the count is kept, so the arity check
-    /// reports them); a primitive of three operands has no attribute.
-    #[inline]
-    pub(crate) fn apply(prim: Prim, param: i32, x: &[Var]) -> Instr {
-        let mut args = [Var(0); MAX_ARITY];
-        let n = x.len().min(MAX_ARITY);
-        args[..n].copy_from_slice(&x[..n]);
-        if n < MAX_ARITY {
-            args[MAX_ARITY - 1] = Var(param as u32);
-        }
-        Instr {
-            code: opcode::of(prim),
-            len: x.len().min(u8::MAX as usize) as u8,
-            rule: 0,
-            args,
-        }
-    }
-
     /// User rule `rule` applied to `x` (at most [`MAX_ARITY`] operands are
     /// kept; the count is, so the arity check reports the rest).
     #[inline]
@@ -279,41 +205,6 @@ impl Instr {
             len: x.len().min(u8::MAX as usize) as u8,
             rule,
             args,
-        }
-    }
-
-    /// The stored form of `op`. A user-rule index above `u16::MAX` (never a
-    /// registered one: see [`MAX_RULES`]) becomes `u16::MAX`.
-    pub(crate) fn of_op(op: &Op) -> Instr {
-        match *op {
-            Op::Input(k) => Instr::input(k),
-            Op::Const(c) => Instr::constant(c),
-            Op::Apply { prim, param, args } => Instr::apply(prim, param, args.as_slice()),
-            Op::Custom { rule, args } => {
-                Instr::custom(u16::try_from(rule).unwrap_or(u16::MAX), args.as_slice())
-            }
-        }
-    }
-
-    /// The readable view.
-    pub(crate) fn op(&self) -> Op {
-        let args = || Args::new(self.operands()).unwrap_or(Args::EMPTY);
-        match self.code {
-            opcode::INPUT => Op::Input(self.args[0].0),
-            opcode::CONST => Op::Const(self.const_bits()),
-            opcode::CUSTOM => Op::Custom {
-                rule: u32::from(self.rule),
-                args: args(),
-            },
-            _ => match self.prim() {
-                Some(prim) => Op::Apply {
-                    prim,
-                    param: self.param(),
-                    args: args(),
-                },
-                // Never stored: every opcode is one of the above.
-                None => Op::Const(f64::NAN),
-            },
         }
     }
 
@@ -332,12 +223,6 @@ impl Instr {
             *v = f(*v);
         }
         self
-    }
-
-    /// The primitive, for a primitive's instruction.
-    #[inline(always)]
-    pub(crate) fn prim(&self) -> Option<Prim> {
-        Prim::of_opcode(self.code)
     }
 
     /// The integer attribute of a primitive (0 for one of three operands).
@@ -368,21 +253,6 @@ impl Instr {
         (self.code == opcode::INPUT).then_some(self.args[0].0)
     }
 
-    /// The same instruction with the operands of `+` and `·` in the
-    /// builder's canonical order, the lower value first (exact: both
-    /// commute), so that equal sums and products are shared and print
-    /// alike.
-    #[inline(always)]
-    pub(crate) fn canonical(mut self) -> Instr {
-        if (self.code == opcode::of(Prim::Add) || self.code == opcode::of(Prim::Mul))
-            && self.len == 2
-            && self.args[0] > self.args[1]
-        {
-            self.args.swap(0, 1);
-        }
-        self
-    }
-
     /// Whether this is an input.
     #[inline(always)]
     pub(crate) fn is_input(&self) -> bool {
@@ -402,9 +272,182 @@ impl Instr {
     }
 }
 
-impl std::fmt::Debug for Instr {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.op().fmt(f)
+// User rules: the primitives a program defines at run time and carries
+// in its own table (a dynamic definition beside the built-in table).
+
+/// Cotangent contributions of one instruction, one per operand, in operand
+/// order (`None`: a structural zero).
+pub type Contribs = [Option<Var>; MAX_ARITY];
+
+/// A user-defined primitive `y = f(x₁, …, xₖ)` with `1 ≤ k ≤ 3`: its
+/// value, and its pullback written against the [`Builder`].
+///
+/// Because the pullback is emitted as instructions (it may use any
+/// primitive, other rules included), ∂⃖ can differentiate it again, so one
+/// rule serves every order. Its pushforward is the pullback transposed, so
+/// ∂⃗ needs nothing more. For one argument, [`ScalarRule`] is shorter.
+///
+/// # Example
+///
+/// A two-argument rule, `f(x, y) = x·eʸ`:
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{gradient, Builder, CustomRule, Real, Rule, Var};
+///
+/// struct XExpY;
+/// impl Rule for XExpY {
+///     fn name(&self) -> &str {
+///         "x_exp_y"
+///     }
+///     fn arity(&self) -> usize {
+///         2
+///     }
+///     fn value(&self, x: &[f64]) -> f64 {
+///         x[0] * x[1].exp()
+///     }
+///     fn pullback(&self, b: &mut Builder, x: &[Var], y: Var, ct: Var) -> Vec<Var> {
+///         let e = b.exp(x[1]);
+///         vec![b.mul(ct, e), b.mul(ct, y)]
+///     }
+/// }
+/// let rule = CustomRule::new(XExpY);
+/// let g = gradient(|v| Real::apply_rule_n(&rule, &[v[0], v[1]]), &[2.0, 0.5]).unwrap();
+/// assert_relative_eq!(g[0], 0.5_f64.exp());
+/// assert_relative_eq!(g[1], 2.0 * 0.5_f64.exp());
+/// ```
+pub trait Rule: Send + Sync + 'static {
+    /// Name used when a program is printed.
+    fn name(&self) -> &str;
+    /// Number of arguments, from 1 to 3.
+    fn arity(&self) -> usize;
+    /// The primal value `f(x)`; `x` has [`Rule::arity`] entries.
+    fn value(&self, x: &[f64]) -> f64;
+    /// Emits the pullback: given the arguments `x`, the output `y = f(x)`
+    /// and the cotangent `ct` of `y`, the cotangent of each argument,
+    /// `∂ᵢf(x)·ct`, in order. It must be linear in `ct`, use only values of
+    /// `b` (the arguments, `y`, `ct` and what it pushes), and return one
+    /// value per argument.
+    fn pullback(&self, b: &mut Builder, x: &[Var], y: Var, ct: Var) -> Vec<Var>;
+
+    /// The rule's own Taylor rule, if it has one: from the arguments' jets
+    /// `x` ([`Rule::arity`] slices of normalised Taylor coefficients,
+    /// `xᵢ[k] = xᵢ⁽ᵏ⁾(0)/k!`, each as long as `y`), write the jet of
+    /// `f(x(t))` into `y` and return `true`. `y[0]` is then replaced by
+    /// [`Rule::value`].
+    ///
+    /// The default returns `false`, and the Taylor functor derives a rule
+    /// from the pullback: with `y′ = Σᵢ ∂ᵢf(x) xᵢ′`, the jets of the
+    /// partials `∂ᵢf(x(t))` (the pullback's program with `ȳ = 1`) are
+    /// computed to degree `K − 1` and the recurrence
+    /// `k yₖ = Σᵢ Σ_{j=1..k} j xᵢⱼ ∂ᵢf_{k−j}` closes. That costs `O(K²)`
+    /// when the pullback neither reads `y` nor applies the rule again, and
+    /// `O(K³)` when it does (the partials' jet then needs the rule's to
+    /// one degree less, recursively).
+    fn taylor(&self, x: &[&[f64]], y: &mut [f64]) -> bool {
+        let _ = (x, y);
+        false
+    }
+}
+
+/// A shareable handle to a user-defined primitive ([`Rule`] or
+/// [`ScalarRule`]), applied with [`crate::Real::apply_rule`] or
+/// [`crate::Real::apply_rule_n`].
+///
+/// On forward-mode (num-dual) numbers the rule's derivative parts are
+/// computed from its own pushforward (∂⃗ of its one-instruction program,
+/// applied up to three times), built once and cached.
+#[derive(Clone)]
+pub struct CustomRule {
+    pub(crate) inner: Arc<dyn Rule>,
+    id: u64,
+    /// What the functor layer derives from the rule, built once.
+    derived: Arc<OnceLock<Box<dyn Any + Send + Sync>>>,
+}
+
+/// Identifiers of rule handles, unique in the process.
+static NEXT_RULE: AtomicU64 = AtomicU64::new(1);
+/// Identifiers of rule handles, unique in the process.
+
+impl CustomRule {
+    /// Wraps a rule.
+    pub fn new<R: Rule>(rule: R) -> Self {
+        CustomRule {
+            inner: Arc::new(rule),
+            id: NEXT_RULE.fetch_add(1, AtomicOrdering::Relaxed),
+            derived: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// The slot for what the functor layer derives from this rule.
+    pub(crate) fn derived(&self) -> &OnceLock<Box<dyn Any + Send + Sync>> {
+        &self.derived
+    }
+
+    /// The same rule with an empty slot of its own, for programs stored in
+    /// that slot (so the slot does not own itself).
+    pub(crate) fn detached(&self) -> CustomRule {
+        CustomRule {
+            inner: Arc::clone(&self.inner),
+            id: self.id,
+            derived: Arc::new(OnceLock::new()),
+        }
+    }
+
+    /// The rule's name.
+    pub fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    /// Number of arguments.
+    pub fn arity(&self) -> usize {
+        self.inner.arity()
+    }
+
+    /// A process-wide identifier of this handle (shared by its clones).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether two handles share one rule.
+    pub fn same(&self, other: &CustomRule) -> bool {
+        self.id == other.id
+    }
+    /// The primal value `f(x)`; NaN if `x` does not have
+    /// [`CustomRule::arity`] entries.
+    pub fn value(&self, x: &[f64]) -> f64 {
+        if x.len() == self.arity() {
+            self.inner.value(x)
+        } else {
+            f64::NAN
+        }
+    }
+
+    /// The rule's own Taylor rule (see [`Rule::taylor`]); `false` where
+    /// it has none or the shapes do not fit (`x.len()` is not the arity or
+    /// a jet is shorter than `y`).
+    pub fn taylor(&self, x: &[&[f64]], y: &mut [f64]) -> bool {
+        if x.len() != self.arity() || x.iter().any(|j| j.len() < y.len()) || y.is_empty() {
+            return false;
+        }
+        self.inner.taylor(x, y)
+    }
+
+    /// Emits the pullback (see [`Rule::pullback`]).
+    pub fn pullback(&self, b: &mut Builder, x: &[Var], y: Var, ct: Var) -> Vec<Var> {
+        self.inner.pullback(b, x, y, ct)
+    }
+}
+
+impl fmt::Debug for CustomRule {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "CustomRule({})", self.name())
+    }
+}
+
+impl PartialEq for CustomRule {
+    fn eq(&self, other: &Self) -> bool {
+        self.same(other)
     }
 }
 
@@ -427,52 +470,6 @@ pub struct Guard {
     /// The ordering seen at the trace point (`None`: a NaN was involved).
     #[cfg_attr(feature = "serde", serde(with = "ordering_serde"))]
     pub ordering: Option<Ordering>,
-}
-
-/// Serialises a constant losslessly: a number when finite, otherwise a
-/// tagged string (`"inf"`, `"-inf"`, `"nan:0x7ff8000000000000"`).
-#[cfg(feature = "serde")]
-mod constant_serde {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(untagged)]
-    enum Repr {
-        Number(f64),
-        Tagged(String),
-    }
-
-    pub fn serialize<S: Serializer>(c: &f64, s: S) -> Result<S::Ok, S::Error> {
-        if c.is_finite() {
-            Repr::Number(*c).serialize(s)
-        } else if c.is_nan() {
-            Repr::Tagged(format!("nan:{:#018x}", c.to_bits())).serialize(s)
-        } else if *c > 0.0 {
-            Repr::Tagged("inf".into()).serialize(s)
-        } else {
-            Repr::Tagged("-inf".into()).serialize(s)
-        }
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
-        match Repr::deserialize(d)? {
-            Repr::Number(c) => Ok(c),
-            Repr::Tagged(t) => match t.as_str() {
-                "inf" => Ok(f64::INFINITY),
-                "-inf" => Ok(f64::NEG_INFINITY),
-                _ => t
-                    .strip_prefix("nan:0x")
-                    .and_then(|h| u64::from_str_radix(h, 16).ok())
-                    .map(f64::from_bits)
-                    .filter(|c| c.is_nan())
-                    .ok_or_else(|| {
-                        serde::de::Error::custom(format!(
-                            "constant {t:?} is not a number, \"inf\", \"-inf\" or \"nan:0x…\""
-                        ))
-                    }),
-            },
-        }
-    }
 }
 
 /// Serialises an `Option<Ordering>` as `-1`, `0`, `1` or `null`.
@@ -515,11 +512,6 @@ mod ordering_serde {
 /// Instructions are stored in a compact form of 16 bytes each;
 /// [`Program::ops`] reads them as [`Op`]s.
 #[derive(Clone, Debug, PartialEq)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(
-    feature = "serde",
-    serde(try_from = "ProgramData", into = "ProgramData")
-)]
 pub struct Program {
     pub(crate) n_inputs: usize,
     pub(crate) code: Vec<Instr>,
@@ -537,60 +529,6 @@ pub struct Program {
     pub(crate) native: super::native::Native,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
-}
-
-/// The serialised form of a [`Program`], with its instructions as [`Op`]s,
-/// checked by [`Program::validate`] before it becomes one.
-#[cfg(feature = "serde")]
-#[derive(serde::Serialize, serde::Deserialize)]
-struct ProgramData {
-    n_inputs: usize,
-    ops: Vec<Op>,
-    outputs: Vec<Var>,
-    guards: Vec<Guard>,
-    input_blocks: Vec<usize>,
-    output_blocks: Vec<usize>,
-}
-
-#[cfg(feature = "serde")]
-impl From<Program> for ProgramData {
-    fn from(p: Program) -> ProgramData {
-        ProgramData {
-            n_inputs: p.n_inputs,
-            ops: p.ops().collect(),
-            outputs: p.outputs,
-            guards: p.guards,
-            input_blocks: p.input_blocks,
-            output_blocks: p.output_blocks,
-        }
-    }
-}
-
-#[cfg(feature = "serde")]
-impl TryFrom<ProgramData> for Program {
-    type Error = crate::error::Error;
-    fn try_from(d: ProgramData) -> Result<Self, Self::Error> {
-        // A user-rule index that does not fit the compact form is never a
-        // carried rule (user rules are not serialised).
-        if let Some(rule) = d.ops.iter().find_map(|op| match *op {
-            Op::Custom { rule, .. } if rule >= MAX_RULES as u32 => Some(rule),
-            _ => None,
-        }) {
-            return Err(Error::MissingRule(rule as usize));
-        }
-        let p = Program::from_parts(
-            d.n_inputs,
-            d.ops.iter().map(Instr::of_op).collect(),
-            d.outputs,
-            d.guards,
-            Vec::new(),
-            None,
-            d.input_blocks,
-            d.output_blocks,
-        );
-        p.validate()?;
-        Ok(p)
-    }
 }
 
 impl Program {
@@ -642,98 +580,6 @@ impl Program {
         )
     }
 
-    /// Checks that the program is well formed: every operand refers to an
-    /// earlier instruction, inputs are numbered below
-    /// [`Program::n_inputs`] and each appears once, outputs and guards
-    /// refer to instructions, blocks add up, and every user rule is carried.
-    /// Programs built by this crate always are; a deserialised one is
-    /// checked on loading.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::Malformed`] describing the first problem found;
-    /// [`Error::MissingRule`] for a user rule the program does not carry
-    /// (user rules are not serialised).
-    ///
-    /// [`Error::Malformed`]: crate::Error::Malformed
-    /// [`Error::MissingRule`]: crate::Error::MissingRule
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use optic_ad::{trace, Real};
-    ///
-    /// let p = trace(|x| vec![x[0].sin()], &[0.1]).unwrap();
-    /// assert!(p.validate().is_ok());
-    /// ```
-    pub fn validate(&self) -> Result<(), crate::error::Error> {
-        let n = self.code.len();
-        // Every input is an instruction, so a larger count is bad data:
-        // checked before anything of that size is allocated.
-        if self.n_inputs > n {
-            return Err(Error::Malformed(Malformation::TooManyInputs {
-                inputs: self.n_inputs,
-                instructions: n,
-            }));
-        }
-        let mut seen = vec![false; self.n_inputs];
-        for (i, ins) in self.code.iter().enumerate() {
-            if let Some(k) = ins.as_input() {
-                match seen.get_mut(k as usize) {
-                    Some(s) if !*s => *s = true,
-                    _ => {
-                        return Err(Error::Malformed(Malformation::BadInput {
-                            instruction: i,
-                            input: k as usize,
-                        }))
-                    }
-                }
-            } else if ins.is_custom() {
-                match self.rules.get(ins.rule as usize) {
-                    None => return Err(Error::MissingRule(ins.rule as usize)),
-                    Some(r) if r.arity() != ins.len as usize => {
-                        return Err(Error::Malformed(Malformation::Arity {
-                            instruction: i,
-                            expected: r.arity(),
-                            got: ins.len as usize,
-                        }))
-                    }
-                    Some(_) => {}
-                }
-            } else if let Some(prim) = ins.prim() {
-                if ins.len as usize != prim.arity() {
-                    return Err(Error::Malformed(Malformation::Arity {
-                        instruction: i,
-                        expected: prim.arity(),
-                        got: ins.len as usize,
-                    }));
-                }
-            }
-            if ins.operands().iter().any(|o| o.index() >= i) {
-                return Err(Error::Malformed(Malformation::LaterValue {
-                    instruction: i,
-                }));
-            }
-        }
-        if seen.iter().any(|s| !s) {
-            return Err(Error::Malformed(Malformation::MissingInput));
-        }
-        let refs = self
-            .outputs
-            .iter()
-            .chain(self.guards.iter().flat_map(|g| [&g.a, &g.b]));
-        if refs.into_iter().any(|v| v.index() >= n) {
-            return Err(Error::Malformed(Malformation::DanglingReference));
-        }
-        let sum = |w: &[usize]| w.iter().try_fold(0usize, |acc, &x| acc.checked_add(x));
-        if sum(&self.input_blocks) != Some(self.n_inputs)
-            || sum(&self.output_blocks) != Some(self.outputs.len())
-        {
-            return Err(Error::Malformed(Malformation::Blocks));
-        }
-        Ok(())
-    }
-
     /// Number of scalar inputs.
     pub fn n_inputs(&self) -> usize {
         self.n_inputs
@@ -752,29 +598,6 @@ impl Program {
     /// Whether the program has no instructions.
     pub fn is_empty(&self) -> bool {
         self.code.is_empty()
-    }
-
-    /// The instruction stream, in order: instruction `i` defines the value
-    /// `Var(i)`.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use optic_ad::{trace, Op, Prim, Real};
-    ///
-    /// let p = trace(|x| vec![x[0].sin()], &[0.1]).unwrap();
-    /// let ops: Vec<Op> = p.ops().collect();
-    /// assert_eq!(ops[0], Op::Input(0));
-    /// assert_eq!(ops[1].prim(), Some(Prim::Sin));
-    /// ```
-    pub fn ops(&self) -> impl ExactSizeIterator<Item = Op> + DoubleEndedIterator + Clone + '_ {
-        self.code.iter().map(Instr::op)
-    }
-
-    /// Instruction `i` (the definition of `Var(i)`), or `None` past the
-    /// end.
-    pub fn op(&self, i: usize) -> Option<Op> {
-        self.code.get(i).map(Instr::op)
     }
 
     /// The output values, in order.
@@ -833,6 +656,22 @@ struct Cse {
     consts: FxHashMap<u64, Var>,
 }
 
+/// Where an instruction with operands is filed for sharing: its latest
+/// operand that is not a constant (one constant, the `1` in every `1 − xᵢ`,
+/// is read all over a program, so its few slots would send every later
+/// reader to the table), or its latest operand if all are constants.
+#[inline]
+fn anchor(code: &[Instr], ins: &Instr) -> usize {
+    let ops = ins.operands();
+    // (An operand past the end, in a malformed instruction being rolled
+    // back, counts as not a constant.)
+    ops.iter()
+        .filter(|v| code.get(v.index()).is_none_or(|i| !i.is_const()))
+        .max()
+        .or_else(|| ops.iter().max())
+        .map_or(0, |v| v.index())
+}
+
 /// Instructions listed beside their anchor before the overflow table is
 /// used: most values anchor at most three (measured on the drivers'
 /// derived programs).
@@ -877,7 +716,7 @@ const EMPTY: u32 = u32::MAX;
 /// ```
 #[derive(Debug, Default)]
 pub struct Builder {
-    code: Vec<Instr>,
+    pub(crate) code: Vec<Instr>,
     n_inputs: usize,
     cse: Cse,
     guards: Vec<Guard>,
@@ -886,20 +725,7 @@ pub struct Builder {
     rules: Vec<CustomRule>,
     /// The index of each registered rule, by [`CustomRule::id`].
     rule_index: FxHashMap<u64, u32>,
-    defect: Option<Error>,
-}
-
-/// Builder methods for primitives, each a one-line call of
-/// [`Builder::apply`].
-macro_rules! builder_prims {
-    ($($(#[$m:meta])* $name:ident($($a:ident),+) => $prim:expr;)*) => {
-        $(
-            $(#[$m])*
-            pub fn $name(&mut self, $($a: Var),+) -> Var {
-                self.apply($prim, 0, &[$($a),+])
-            }
-        )*
-    };
+    pub(crate) defect: Option<Error>,
 }
 
 impl Builder {
@@ -920,17 +746,6 @@ impl Builder {
             },
             ..Self::default()
         }
-    }
-
-    /// The instructions pushed so far.
-    pub fn ops(&self) -> impl ExactSizeIterator<Item = Op> + DoubleEndedIterator + Clone + '_ {
-        self.code.iter().map(Instr::op)
-    }
-
-    /// The instruction that defines `v`, or `None` if `v` is not (yet) a
-    /// value of this builder.
-    pub fn op(&self, v: Var) -> Option<Op> {
-        self.code.get(v.index()).map(Instr::op)
     }
 
     /// The stored instructions pushed so far.
@@ -963,21 +778,11 @@ impl Builder {
 
     /// Appends `ins` as it is: no folding, simplification or sharing.
     #[inline]
-    fn raw(&mut self, ins: Instr) -> Var {
+    pub(crate) fn raw(&mut self, ins: Instr) -> Var {
         let v = Var(self.code.len() as u32);
         self.code.push(ins);
         self.cse.slots.push([EMPTY; SLOTS]);
         v
-    }
-
-    /// `Some(a)` when `v` is `−a`. (`None` for a value not of this
-    /// builder; [`Builder::finish`] reports those.)
-    #[inline]
-    pub(crate) fn negated(&self, v: Var) -> Option<Var> {
-        match self.code.get(v.index()) {
-            Some(ins) if ins.prim() == Some(Prim::Neg) && ins.len == 1 => Some(ins.args[0]),
-            _ => None,
-        }
     }
 
     /// The constant `v` holds, if it is one.
@@ -1063,11 +868,13 @@ impl Builder {
         // Slots are filled in push order, so the entries of removed
         // instructions are the tail of their anchor's slots.
         for i in len..self.code.len() {
-            if let Some(&anchor) = self.code[i].operands().iter().max() {
-                if let Some(s) = self.cse.slots.get_mut(anchor.index()) {
-                    for e in s.iter_mut().filter(|e| **e == i as u32) {
-                        *e = EMPTY;
-                    }
+            if self.code[i].operands().is_empty() {
+                continue;
+            }
+            let a = anchor(&self.code, &self.code[i]);
+            if let Some(s) = self.cse.slots.get_mut(a) {
+                for e in s.iter_mut().filter(|e| **e == i as u32) {
+                    *e = EMPTY;
                 }
             }
         }
@@ -1111,80 +918,16 @@ impl Builder {
         }
     }
 
-    /// Pushes an operation after simplification and CSE, returning the
-    /// value that holds its result (possibly an existing one).
-    ///
-    /// A malformed operation (an operand that is not a value of this
-    /// builder, the wrong number of operands, an unregistered rule) is
-    /// recorded as it is, and [`Builder::finish`] reports it (a rule index
-    /// of [`MAX_RULES`] or more, never a registered one, as
-    /// [`Error::MissingRule`]`(MAX_RULES)`).
-    pub fn push(&mut self, op: Op) -> Var {
-        self.push_instr(Instr::of_op(&op))
-    }
-
-    /// [`Builder::push`] of the stored form.
-    #[inline]
-    pub(crate) fn push_instr(&mut self, ins: Instr) -> Var {
-        if ins.is_const() {
-            return self.constant(ins.const_bits());
-        }
-        if ins.is_input() {
-            // Inputs are declared with `input`; `finish` reports this one.
-            return self.raw(ins);
-        }
-        let x = ins.operands();
-        let well_formed = x.len() == ins.len as usize
-            && x.iter().all(|v| v.index() < self.code.len())
-            && match ins.prim() {
-                Some(prim) => x.len() == prim.arity(),
-                None => !x.is_empty(),
-            };
-        if !well_formed {
-            return self.raw(ins);
-        }
-        if let Some(prim) = ins.prim() {
-            let param = ins.param();
-            // Constant folding (user rules are never folded: their value
-            // may use the drivers, and is computed where tracing can
-            // re-enter).
-            let mut vals = [0.0; MAX_ARITY];
-            let mut all_const = true;
-            for (slot, v) in vals.iter_mut().zip(x) {
-                match self.code[v.index()].as_const() {
-                    Some(c) => *slot = c,
-                    None => all_const = false,
-                }
-            }
-            if all_const {
-                let value = prim.value(&vals[..x.len()], param);
-                return self.constant(value);
-            }
-            let args = ins.args;
-            if let Some(v) = prim.simplify(self, &args[..x.len()], param) {
-                return v;
-            }
-        }
-        self.share(ins)
-    }
-
     /// The value of an instruction equal to `ins` pushed before, or `ins`
     /// appended as a new one. `ins` has operands, all values of this
     /// builder.
     #[inline]
-    fn share(&mut self, ins: Instr) -> Var {
+    pub(crate) fn share(&mut self, ins: Instr) -> Var {
         let next = self.code.len() as u32;
         // Filed under the latest operand that is not a constant: one
         // constant (a `1` in every `1 − xᵢ`) is read all over a program,
         // so its few slots would send every later reader to the table.
-        let ops = ins.operands();
-        let code = &self.code;
-        let anchor = ops
-            .iter()
-            .filter(|v| !code[v.index()].is_const())
-            .max()
-            .or_else(|| ops.iter().max())
-            .map_or(0, |v| v.index());
+        let anchor = anchor(&self.code, &ins);
         let Cse {
             slots, overflow, ..
         } = &mut self.cse;
@@ -1202,130 +945,6 @@ impl Builder {
             self.raw(ins);
         }
         v
-    }
-
-    /// Appends an instruction copied from a program that its own builder
-    /// already simplified and shared, with operands renamed to values of
-    /// this builder: it is shared with an equal one pushed before, but not
-    /// simplified again (a rewrite found nothing there, and finds nothing
-    /// under a renaming that keeps distinct values distinct, as copying a
-    /// program's instructions in order onto values that are not constants
-    /// does; the operands of `+` and `·` are put in canonical order).
-    /// Constants are shared; anything malformed is kept for
-    /// [`Builder::finish`] to report.
-    #[inline]
-    pub(crate) fn copy_instr(&mut self, ins: Instr) -> Var {
-        let ins = ins.canonical();
-        if ins.is_const() {
-            return self.constant(ins.const_bits());
-        }
-        let x = ins.operands();
-        if ins.is_input()
-            || x.is_empty()
-            || x.len() != ins.len as usize
-            || x.iter().any(|v| v.index() >= self.code.len())
-        {
-            return self.raw(ins);
-        }
-        self.share(ins)
-    }
-
-    /// Applies a built-in primitive with integer attribute `param` (0 where
-    /// it has none) to the operands `x`.
-    ///
-    /// More than [`MAX_ARITY`] operands, or a number the primitive does not
-    /// take, is reported by [`Builder::finish`].
-    #[inline]
-    pub fn apply(&mut self, prim: Prim, param: i32, x: &[Var]) -> Var {
-        self.push_instr(Instr::apply(prim, param, x))
-    }
-
-    builder_prims! {
-        /// `a + b`.
-        add(a, b) => Prim::Add;
-        /// `a − b`.
-        sub(a, b) => Prim::Sub;
-        /// `a · b`.
-        mul(a, b) => Prim::Mul;
-        /// `a / b`.
-        div(a, b) => Prim::Div;
-        /// `−a`.
-        neg(a) => Prim::Neg;
-        /// `a · b + c`, rounded once.
-        mul_add(a, b, c) => Prim::MulAdd;
-        /// `sin a` (radians).
-        sin(a) => Prim::Sin;
-        /// `cos a` (radians).
-        cos(a) => Prim::Cos;
-        /// `eᵃ`.
-        exp(a) => Prim::Exp;
-        /// `ln a`.
-        ln(a) => Prim::Ln;
-        /// `√a`.
-        sqrt(a) => Prim::Sqrt;
-        /// `aᵇ`, both differentiable.
-        powf(a, b) => Prim::Powf;
-        /// `√(a² + b²)` without overflow.
-        hypot(a, b) => Prim::Hypot;
-        /// `sinh a`.
-        sinh(a) => Prim::Sinh;
-        /// `cosh a`.
-        cosh(a) => Prim::Cosh;
-        /// `tanh a`.
-        tanh(a) => Prim::Tanh;
-        /// `a` where `c > 0`, else `b`.
-        select(c, a, b) => Prim::Select;
-    }
-
-    /// `aⁿ` for a fixed integer `n`.
-    pub fn powi(&mut self, a: Var, n: i32) -> Var {
-        self.apply(Prim::Powi, n, &[a])
-    }
-
-    /// `ψ⁽ⁿ⁾(a)`, the polygamma function of order `n`.
-    pub fn polygamma(&mut self, a: Var, n: i32) -> Var {
-        self.apply(Prim::Polygamma, n, &[a])
-    }
-
-    /// `c · a` for a constant `c`.
-    pub fn scale(&mut self, c: f64, a: Var) -> Var {
-        let k = self.constant(c);
-        self.mul(k, a)
-    }
-
-    /// Applies a user-defined rule to the operands `x` (as many as the
-    /// rule's [`Rule::arity`](crate::Rule::arity)).
-    pub fn custom(&mut self, rule: &CustomRule, x: &[Var]) -> Var {
-        let r = self.register_rule(rule);
-        let ins = Instr::custom(u16::try_from(r).unwrap_or(u16::MAX), x);
-        if x.len() > MAX_ARITY {
-            // The arity check of `finish` reports it.
-            return self.raw(ins);
-        }
-        self.push_instr(ins)
-    }
-
-    /// Finishes the program with the given outputs, as one input block and
-    /// one output block, and checks it ([`Program::validate`]).
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::Malformed`] if the program is not well formed: an
-    /// output or operand that is not a value of this builder, an input
-    /// pushed as [`Op::Input`] instead of declared with [`Builder::input`],
-    /// or a primitive or rule given the wrong number of operands;
-    /// [`crate::Error::MissingRule`] for an [`Op::Custom`] pushed with a rule
-    /// index this builder never registered;
-    /// [`crate::Error::TooManyRules`] past [`MAX_RULES`] rules. A value of
-    /// another builder whose index happens to exist here cannot be told
-    /// apart: keep each builder's values to itself.
-    pub fn finish(mut self, outputs: &[Var]) -> Result<Program, crate::error::Error> {
-        if let Some(e) = self.defect.take() {
-            return Err(e);
-        }
-        let p = self.finish_unchecked(outputs);
-        p.validate()?;
-        Ok(p)
     }
 
     /// [`Builder::finish`] without the check, for the crate's transforms,

@@ -7,14 +7,16 @@ pub(crate) mod fmt;
 pub(crate) mod ir;
 #[cfg(feature = "jit")]
 pub(crate) mod native;
+mod op;
 mod passes;
 pub(crate) mod registers;
 pub(crate) mod staging;
 pub(crate) mod trace;
 
 pub use eval::Workspace;
-pub use ir::{Args, Builder, Guard, Op, Program, Var, MAX_ARITY, MAX_RULES};
+pub use ir::{Args, Builder, Guard, Program, Var, MAX_ARITY, MAX_RULES};
 pub(crate) use ir::{Instr, OptVar};
+pub use op::Op;
 pub(crate) use passes::{block_starts, live_from, Seed};
 pub use registers::Registers;
 pub use staging::{split_stages, Stage, Staged, StagedWorkspace};

@@ -48,9 +48,10 @@
 //! and the compiler may commute the operands of `+` and `·`.
 
 use super::eval::check_guard_operands;
-use super::ir::{Instr, Op, Program, Var};
+use super::ir::{Instr, Program, Var};
 #[cfg(feature = "jit")]
 use super::native::BLOCK;
+use super::op::Op;
 use super::passes::SCHEDULE_WINDOW;
 use crate::error::Result;
 use crate::rules::Prim;

@@ -18,7 +18,8 @@ use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
 use super::ir::{Builder, Program, Var, MAX_ARITY};
 use crate::error::{Error, Result};
-use crate::real::{private, Real};
+use crate::real::Real;
+use crate::rules::private;
 use crate::rules::{CustomRule, Prim};
 
 /// A traced scalar: a handle to a value in an active trace.
@@ -452,9 +453,6 @@ where
 impl private::Internal for Tracer {
     fn primal(&self) -> f64 {
         primal_of(*self)
-    }
-    fn from_tracer(t: Tracer) -> Option<Self> {
-        Some(t)
     }
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
         record_slice(x, |b, v| b.apply(prim, param, v))

@@ -35,9 +35,29 @@ pub(crate) mod special_values;
 #[macro_use]
 mod trig;
 
-pub use crate::program::custom::{CustomRule, Rule, ScalarRule};
+pub use crate::program::custom::ScalarRule;
+pub use crate::program::ir::{Contribs, CustomRule, Rule};
 
 use crate::program::{Builder, Instr, Var, MAX_ARITY};
+
+mod bind;
+
+/// The hooks of a number type that primitives apply to.
+pub(crate) mod private {
+    use super::{CustomRule, Prim};
+
+    /// How a number type applies primitives: the crate-internal hooks that
+    /// [`crate::Real`] is sealed through, and all that the table's
+    /// interpreter dispatch asks of a number.
+    pub trait Internal: Sized {
+        /// The primal (real) part, for tracing at this point.
+        fn primal(&self) -> f64;
+        /// Applies a built-in primitive (`x.len() == prim.arity()`).
+        fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self;
+        /// Applies a user rule (`x.len() == rule.arity()`; NaN otherwise).
+        fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self;
+    }
+}
 
 /// A num-dual number type over f64 (`Dual64`, `Dual2_64`, `Dual3_64`,
 /// `HyperDual64`, …), as the primitives' num-dual values see it.
@@ -49,10 +69,6 @@ impl<D> DualF64 for D where
     D: num_dual::DualNum<Primitive = f64> + num_dual::DualStruct<Real = f64> + Copy
 {
 }
-
-/// Cotangent contributions of one instruction, one per operand, in operand
-/// order (`None`: a structural zero).
-pub type Contribs = [Option<Var>; MAX_ARITY];
 
 /// One primitive's definition: everything the crate needs to trace,
 /// simplify, print, evaluate and differentiate it.
@@ -182,17 +198,18 @@ macro_rules! table {
             /// primitive's arm reads exactly its `ARITY` operands and, for
             /// f64, inlines the primitive's value. User rules go to `other`.
             #[inline(always)]
-            pub(crate) fn eval_instr<T: crate::Real>(
+            pub(crate) fn eval_instr<T: private::Internal + Copy>(
                 ins: &crate::program::ir::Instr,
                 inputs: &[T],
                 vals: &[T],
+                cst: impl FnOnce(f64) -> T,
                 other: impl FnOnce() -> T,
             ) -> T {
                 // Operand `i` of an instruction (a constant-folded choice).
                 let slot = |i: usize| ins.args[i].index();
                 match ins.code {
                     opcode::INPUT => inputs[ins.args[0].index()],
-                    opcode::CONST => T::cst(ins.const_bits()),
+                    opcode::CONST => cst(ins.const_bits()),
                     $( $( opcode::$P => {
                         const N: usize = <$fam::$P as Primitive>::ARITY;
                         let x: [T; N] = std::array::from_fn(|i| vals[slot(i)]);
@@ -270,15 +287,12 @@ pub(crate) mod opcode {
     }
     arith_list! { [] power_list exp_log_list trig_list hyperbolic_list special_list nonsmooth_list codes }
 
-    const _: () = assert!(Prim::ALL.len() + 3 <= 256, "opcodes must fit in a byte");
-    /// An input.
-    pub(crate) const INPUT: u8 = 0;
-    /// A constant.
-    pub(crate) const CONST: u8 = 1;
-    /// A user rule.
-    pub(crate) const CUSTOM: u8 = 2;
-    /// The first primitive's opcode.
-    const FIRST_PRIM: u8 = 3;
+    pub(crate) use crate::program::ir::opcode::{CONST, FIRST_PRIM, INPUT};
+
+    const _: () = assert!(
+        Prim::ALL.len() + FIRST_PRIM as usize <= 256,
+        "opcodes must fit in a byte"
+    );
 
     /// A primitive's opcode.
     #[inline]
