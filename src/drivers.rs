@@ -23,15 +23,15 @@ use std::ops::Add;
 use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
+use crate::backend::{Executable, Registers, LANES};
 use crate::error::{check_len, Error, Result};
 use crate::functor::forward::{pushforward_in_place, pushforward_into};
 use crate::functor::nested::nest;
 use crate::functor::reverse::pullback_in_place;
 use crate::functor::taylor::scale_by_factorials;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
-use crate::program::registers::LANES;
 use crate::program::trace::{trace_builder, Traced, TracedBuilder, Tracer};
-use crate::program::{Builder, Program, Registers, Var, Workspace};
+use crate::program::{Builder, Program, Var, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
 use crate::real::Real;
 
@@ -831,7 +831,7 @@ fn univariate_derivatives(t: &mut TaylorProgram, x: f64, out: &mut [f64]) -> Res
 ///
 /// Computed as [`derivative`] describes. With the feature `jit`, orders
 /// `N ≤ 3` are computed instead by ∂⃗ᴺ of the traced program (nested
-/// forward mode) through [`Program::eval_f64`], which runs it as machine
+/// forward mode) through [`Executable::eval_f64`](crate::Executable::eval_f64), which runs it as machine
 /// code once it is hot, wherever that program can be compiled (no user
 /// rules, at most 2¹⁵ instructions); the results then differ from Taylor
 /// mode's in rounding only (derivatives of order ≥ 1 that are zero are
@@ -867,7 +867,7 @@ where
     /// [`Derivatives::eval`] runs instead of the Taylor jets (the program
     /// is compiled to machine code once it is hot).
     #[cfg(feature = "jit")]
-    native: Option<(Program, Registers)>,
+    native: Option<(Executable, Registers)>,
 }
 
 /// The highest order [`Derivatives`] runs as a native ∂⃗ᴺ program
@@ -882,12 +882,12 @@ const NATIVE_ORDER: usize = 3;
 /// could not run natively (user rules, or longer than the backend
 /// compiles): there the Taylor jets are faster.
 #[cfg(feature = "jit")]
-fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Program, Registers)>> {
+fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Executable, Registers)>> {
     if order > NATIVE_ORDER || !t.program().rules.is_empty() {
         return Ok(None);
     }
-    let p = univariate_program(t.program(), order)?;
-    if p.register_code_size().0 > crate::program::native::MAX_PROGRAM {
+    let p = Executable::new(univariate_program(t.program(), order)?);
+    if p.register_code_size().0 > crate::backend::native::MAX_PROGRAM {
         return Ok(None);
     }
     Ok(Some((p, Registers::new())))
@@ -1315,7 +1315,7 @@ const POLARISATION: [(f64, f64, f64); 4] = [
 pub struct Gradient<F> {
     f: F,
     n: usize,
-    program: Program,
+    program: Executable,
     regs: Registers,
     out: Vec<f64>,
 }
@@ -1351,9 +1351,11 @@ where
         })
     }
 
-    fn build(f: &F, x: &[f64]) -> Result<Program> {
+    fn build(f: &F, x: &[f64]) -> Result<Executable> {
         let (t, _) = trace_builder_at(scalar(f), x)?;
-        Ok(gradient_program(t, x.len())?.into_schedule())
+        Ok(Executable::new(
+            gradient_program(t, x.len())?.into_schedule(),
+        ))
     }
 
     /// `(f(x), ∇f(x))` at a point of any [`Real`] scalar: tracers, to use
@@ -1399,7 +1401,7 @@ where
     }
 
     /// The gradient program `x ↦ (f(x), ∇f(x))`.
-    pub fn program(&self) -> &Program {
+    pub fn program(&self) -> &Executable {
         &self.program
     }
 
@@ -1552,7 +1554,7 @@ where
     }
 
     /// The left program `x ↦ (f, ∇f, m)` and right program `(m, v) ↦ Hv`.
-    pub fn programs(&self) -> (&Program, &Program) {
+    pub fn programs(&self) -> (&Executable, &Executable) {
         let st = self.split.staged.stages();
         (&st[HvpSplit::LEFT].program, &st[HvpSplit::RIGHT].program)
     }

@@ -80,6 +80,7 @@
 #![warn(missing_docs)]
 
 pub mod array;
+mod backend;
 mod drivers;
 mod error;
 #[cfg(feature = "faer")]
@@ -90,6 +91,7 @@ mod program;
 mod real;
 pub mod rules;
 
+pub use backend::{Executable, Registers};
 pub use drivers::{
     d3, derivative, gradient, hessian, hvp, jacobian, jvp, taylor, value_and_gradient, vjp,
     Derivatives, Gradient, Hvp, IntoTraced,
@@ -97,8 +99,8 @@ pub use drivers::{
 pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
 pub use program::{
-    split_stages, trace, Args, Builder, Guard, Op, Program, Registers, Stage, Staged,
-    StagedWorkspace, Tracer, Var, Workspace, MAX_ARITY, MAX_RULES,
+    split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Staged, StagedWorkspace, Tracer,
+    Var, Workspace, MAX_ARITY, MAX_RULES,
 };
 pub use real::Real;
 pub use rules::{CustomRule, Prim, Rule, ScalarRule};

@@ -977,7 +977,7 @@ fn native_maps_keep_the_bits() {
             h.apply(&v, &mut hv1).unwrap();
             h.eval(&x, &v, &mut one1).unwrap();
         }
-        if g.program().native_kernels().0 > 0 && h.program().native_kernels().0 > 0 {
+        if g.native_kernels().0 > 0 && h.native_kernels().0 > 0 {
             hot.set(hot.get() + 1);
         }
         prop_assert_eq!(y0.to_bits(), y1.to_bits());

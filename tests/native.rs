@@ -10,7 +10,7 @@ mod common;
 
 use common::{check, point, rosenbrock, rosenbrock_closed, same_bits, RandomProgram};
 use optic_ad::functor::forward;
-use optic_ad::{array, nest, trace, Error, Hvp, Op, Program, Real, Registers, Tracer};
+use optic_ad::{array, nest, trace, Error, Executable, Hvp, Op, Program, Real, Registers, Tracer};
 use proptest::prelude::*;
 
 fn same_all(a: &[f64], b: &[f64]) -> bool {
@@ -22,6 +22,7 @@ fn same_all(a: &[f64], b: &[f64]) -> bool {
 /// (the last two longer than the 48 instructions after which a value is
 /// evicted to the register file): the same results, or the same error.
 fn all_agree(p: &Program, x: &[f64]) -> Result<(), TestCaseError> {
+    let p = &Executable::new(p.clone());
     let (whole, _) = p.native_instructions();
     prop_assert!(whole.is_some(), "a program without user rules compiles");
     let want = p.eval(x);
@@ -153,7 +154,7 @@ fn native_block_kernels_agree_bit_for_bit() {
         256,
         strategy,
         |(f, lanes): (RandomProgram, Vec<Vec<f64>>), _| {
-            let p = &f.program;
+            let p = &Executable::new(f.program.clone());
             let (_, block) = p.native_instructions();
             if block.is_none() {
                 let custom = p.ops().any(|op| matches!(op, Op::Custom { .. }));
@@ -217,14 +218,16 @@ fn native_block_kernels_agree_bit_for_bit() {
 /// fail the guard in the kernel as in the register code.
 #[test]
 fn kernel_guards_fail_in_any_lane() {
-    let p = trace(
-        |x: &[Tracer]| {
-            let y = if x[0] > 1.0 { x[0] * x[0] } else { -x[0] };
-            vec![y * 3.0 + x[1]]
-        },
-        &[2.0, 0.5],
-    )
-    .unwrap();
+    let p = Executable::new(
+        trace(
+            |x: &[Tracer]| {
+                let y = if x[0] > 1.0 { x[0] * x[0] } else { -x[0] };
+                vec![y * 3.0 + x[1]]
+            },
+            &[2.0, 0.5],
+        )
+        .unwrap(),
+    );
     let mut inputs = vec![[2.0; 32], [1.0; 32]];
     let mut y = vec![[0.0; 32]];
     assert!(matches!(
@@ -252,6 +255,7 @@ mod rrule;
 fn user_rules_keep_the_register_code() {
     let sp = rrule::softplus_rule();
     let p = trace(|x: &[Tracer]| vec![x[0].apply_rule(sp) * x[1]], &[0.3, 2.0]).unwrap();
+    let p = Executable::new(p);
     assert_eq!(p.native_instructions(), (None, None));
     let mut out = [0.0];
     p.eval_f64(&mut Registers::new(), &[0.3, 2.0], &mut out)
@@ -312,12 +316,12 @@ fn array_maps_run_native() {
     let x: Vec<f64> = (0..1001).map(|i| 0.5 + 0.3 * (i as f64).sin()).collect();
     let mut grad = array::Gradient::new(f, &x).unwrap();
     let mut g = vec![0.0; x.len()];
-    assert_eq!(grad.program().native_kernels().0, 0, "cold at first");
+    assert_eq!(grad.native_kernels().0, 0, "cold at first");
     for _ in 0..100 {
         grad.eval(&x, &mut g).unwrap();
         check_rosenbrock_gradient(&x, &g);
     }
-    let (compiled, maps) = grad.program().native_kernels();
+    let (compiled, maps) = grad.native_kernels();
     assert!(compiled >= 1, "{compiled} of {maps} map bodies compiled");
 }
 

@@ -9,12 +9,13 @@ mod common;
 
 use common::{check, point, rosenbrock, same_bits, RandomProgram};
 use optic_ad::functor::forward;
-use optic_ad::{nest, trace, Error, Hvp, Program, Real, Registers, Tracer, Workspace};
+use optic_ad::{nest, trace, Error, Executable, Hvp, Program, Real, Registers, Tracer, Workspace};
 use proptest::prelude::*;
 
 /// Both evaluators at `x`: the same results (`same_bits`), or the same
 /// error.
 fn same(p: &Program, x: &[f64], regs: &mut Registers) -> Result<(), TestCaseError> {
+    let p = &Executable::new(p.clone());
     let want = p.eval(x);
     let mut got = vec![0.0; p.n_outputs()];
     let r = p.eval_f64(regs, x, &mut got);
@@ -148,6 +149,7 @@ fn long_loop_programs_agree() {
         |(f, len, x, v): (RandomProgram, usize, Vec<f64>, Vec<f64>), _| {
             let body = &f.program;
             let q = trace(along(body, len), &x).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let q = Executable::new(q);
             if q.len() < 2 * 8192 {
                 return Ok(());
             }
@@ -185,6 +187,7 @@ fn guards_fail_alike() {
         &[2.0, 0.5],
     )
     .unwrap();
+    let p = Executable::new(p);
     let mut regs = Registers::new();
     let mut out = [0.0];
     p.eval_f64(&mut regs, &[3.0, 1.0], &mut out).unwrap();
@@ -224,7 +227,7 @@ fn user_rules_agree() {
         &[0.3, 2.0],
     )
     .unwrap();
-    let j = nest(&p, 2).unwrap();
+    let j = Executable::new(nest(&p, 2).unwrap());
     let mut regs = Registers::new();
     let x: Vec<f64> = (0..j.n_inputs()).map(|i| 0.2 + 0.1 * i as f64).collect();
     let want = j.eval(&x).unwrap();

@@ -110,6 +110,15 @@ impl Gradient {
     pub fn program(&self) -> &ArrayProgram {
         &self.program
     }
+
+    /// Test hook of the native backend (feature `jit`): how many map
+    /// bodies run as compiled block kernels so far, and how many maps there
+    /// are.
+    #[cfg(feature = "jit")]
+    #[doc(hidden)]
+    pub fn native_kernels(&self) -> (usize, usize) {
+        self.ws.native_kernels()
+    }
 }
 
 /// Hessian-vector products of `f : ℝⁿ → ℝ` by forward-over-reverse on the
@@ -297,6 +306,20 @@ impl Hvp {
     /// The program `(x, v) ↦ (f, ∇f, H v)`.
     pub fn program(&self) -> &ArrayProgram {
         &self.program
+    }
+
+    /// Test hook of the native backend (feature `jit`): how many map
+    /// bodies run as compiled block kernels so far, and how many maps there
+    /// are, over the two-pass and the one-pass programs.
+    #[cfg(feature = "jit")]
+    #[doc(hidden)]
+    pub fn native_kernels(&self) -> (usize, usize) {
+        let (k, m) = self.ws.native_kernels();
+        let (k1, m1) = self
+            .one_pass
+            .as_ref()
+            .map_or((0, 0), |(_, ws)| ws.native_kernels());
+        (k + k1, m + m1)
     }
 }
 

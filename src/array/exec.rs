@@ -3,7 +3,9 @@
 
 use super::ir::{AVar, ArrayOp, ArrayProgram, Matrix, Shape};
 use crate::error::{Error, Result};
-use crate::program::Registers;
+use std::sync::Arc;
+
+use crate::backend::{Executable, Registers};
 
 /// Elements per block of a map: each body instruction runs once over a
 /// block, as a loop over `BLOCK` lanes that the compiler vectorises.
@@ -402,6 +404,9 @@ pub struct ArrayWorkspace {
     matmul_scratch: Vec<f64>,
     /// The program this workspace is planned for.
     program: u64,
+    /// Each map's body with its compiled forms (`None` for other
+    /// instructions): the backend's state lives here, not in the IR.
+    bodies: Vec<Option<Arc<Executable>>>,
 }
 
 /// What the native map kernels (feature `jit`) work in, reused from block
@@ -476,7 +481,26 @@ impl ArrayWorkspace {
             acc_bufs: Vec::new(),
             matmul_scratch: Vec::new(),
             program: p.id,
+            bodies: p
+                .ops
+                .iter()
+                .map(|op| match op {
+                    ArrayOp::Map { body, .. } => Some(Arc::new(Executable::new((**body).clone()))),
+                    _ => None,
+                })
+                .collect(),
         }
+    }
+
+    /// Test hook of the native backend (feature `jit`): how many maps have
+    /// a compiled block kernel so far, and how many maps there are.
+    #[cfg(feature = "jit")]
+    #[doc(hidden)]
+    pub fn native_kernels(&self) -> (usize, usize) {
+        let maps = self.bodies.iter().flatten();
+        maps.fold((0, 0), |(k, m), b| {
+            (k + usize::from(b.has_native_block()), m + 1)
+        })
     }
 
     /// The value of `v` after a run (empty for a value that was not kept).
@@ -594,8 +618,11 @@ impl ArrayWorkspace {
             self.finish_acc(p, i, inputs, ext);
             return Ok(());
         }
-        if let ArrayOp::Map { body, args } = &p.ops[i] {
-            return self.exec_map(p, i, body, args, inputs, ext);
+        if let ArrayOp::Map { args, .. } = &p.ops[i] {
+            let Some(body) = self.bodies.get(i).cloned().flatten() else {
+                return Err(Error::WorkspaceMismatch);
+            };
+            return self.exec_map(p, i, &body, args, inputs, ext);
         }
         let slot = self.plan.slot[i];
         if slot == usize::MAX {
@@ -687,7 +714,7 @@ impl ArrayWorkspace {
         &mut self,
         p: &ArrayProgram,
         i: usize,
-        body: &crate::program::Program,
+        body: &Executable,
         args: &[AVar],
         inputs: &[&[f64]],
         ext: &mut Ext<'_>,
@@ -776,7 +803,7 @@ impl ArrayWorkspace {
 
     fn scalar_map(
         &mut self,
-        body: &crate::program::Program,
+        body: &Executable,
         targets: &mut [Vec<f64>],
         inputs: &[&[f64]],
     ) -> Result<()> {
@@ -809,7 +836,7 @@ impl ArrayWorkspace {
     fn block_map(
         &mut self,
         i: usize,
-        body: &crate::program::Program,
+        body: &Executable,
         n: usize,
         targets: &mut [Vec<f64>],
         acc_bufs: &mut [(usize, Vec<f64>)],
@@ -978,8 +1005,8 @@ impl ArrayWorkspace {
 #[cfg(feature = "jit")]
 #[allow(clippy::too_many_arguments)]
 fn native_block<'b>(
-    body: &crate::program::Program,
-    nc: &crate::program::native::NativeCode,
+    body: &Executable,
+    nc: &crate::backend::native::NativeCode,
     srcs: &[Src],
     root: impl Fn(&View) -> &'b [f64],
     (i0, cnt): (usize, usize),
@@ -988,7 +1015,7 @@ fn native_block<'b>(
     targets: &mut [Vec<f64>],
     write_in_place: impl Fn(usize) -> bool,
 ) -> Result<bool> {
-    use crate::program::native::BlockArgs;
+    use crate::backend::native::BlockArgs;
     // The block of a view, where the view has it whole.
     let in_place = |w: &View| -> Option<&'b [f64]> {
         if cnt < BLOCK || i0 < w.lo || i0 + BLOCK > w.hi {

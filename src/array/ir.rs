@@ -453,23 +453,6 @@ impl ArrayProgram {
             .sum()
     }
 
-    /// Test hook of the native backend (feature `jit`): how many maps have
-    /// a compiled block kernel so far, and how many maps there are.
-    #[cfg(feature = "jit")]
-    #[doc(hidden)]
-    pub fn native_kernels(&self) -> (usize, usize) {
-        let bodies = self.ops.iter().filter_map(|op| match op {
-            ArrayOp::Map { body, .. } => Some(body),
-            _ => None,
-        });
-        bodies.fold((0, 0), |(k, m), b| {
-            (
-                k + usize::from(b.native.block.0.get().is_some_and(Option::is_some)),
-                m + 1,
-            )
-        })
-    }
-
     /// Copies `self` into `b`, input `k` becoming `inputs[k]`; returns the
     /// value map. Guards are copied.
     pub(crate) fn inline_into(&self, b: &mut ArrayBuilder, inputs: &[AVar]) -> Vec<AVar> {

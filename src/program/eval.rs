@@ -1,36 +1,9 @@
 //! The interpreter: evaluates a [`Program`] over any [`Real`].
 
-use std::sync::OnceLock;
-
 use super::ir::{Instr, Program, Var};
 use crate::error::{Error, Result};
 use crate::real::Real;
 use crate::rules::Prim;
-
-/// A form of a program derived from it and built on first use (the
-/// lowered evaluator's register code). A
-/// clone of a program starts without one (the clone's instructions may be
-/// changed), and it takes no part in comparisons.
-#[derive(Debug)]
-pub(crate) struct Cache<T>(pub(crate) OnceLock<T>);
-
-impl<T> Default for Cache<T> {
-    fn default() -> Self {
-        Cache(OnceLock::new())
-    }
-}
-
-impl<T> Clone for Cache<T> {
-    fn clone(&self) -> Self {
-        Cache::default()
-    }
-}
-
-impl<T> PartialEq for Cache<T> {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
 
 /// Reusable evaluation buffer: one slot per instruction. Keeping one per
 /// program and calling [`Program::eval_with`] makes repeated evaluation

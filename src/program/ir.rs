@@ -285,7 +285,7 @@ pub type Contribs = [Option<Var>; MAX_ARITY];
 /// Because the pullback is emitted as instructions (it may use any
 /// primitive, other rules included), ∂⃖ can differentiate it again, so one
 /// rule serves every order. Its pushforward is the pullback transposed, so
-/// ∂⃗ needs nothing more. For one argument, [`ScalarRule`] is shorter.
+/// ∂⃗ needs nothing more. For one argument, [`ScalarRule`](crate::ScalarRule) is shorter.
 ///
 /// # Example
 ///
@@ -351,7 +351,7 @@ pub trait Rule: Send + Sync + 'static {
 }
 
 /// A shareable handle to a user-defined primitive ([`Rule`] or
-/// [`ScalarRule`]), applied with [`crate::Real::apply_rule`] or
+/// [`ScalarRule`](crate::ScalarRule)), applied with [`crate::Real::apply_rule`] or
 /// [`crate::Real::apply_rule_n`].
 ///
 /// On forward-mode (num-dual) numbers the rule's derivative parts are
@@ -367,7 +367,6 @@ pub struct CustomRule {
 
 /// Identifiers of rule handles, unique in the process.
 static NEXT_RULE: AtomicU64 = AtomicU64::new(1);
-/// Identifiers of rule handles, unique in the process.
 
 impl CustomRule {
     /// Wraps a rule.
@@ -510,7 +509,7 @@ mod ordering_serde {
 /// block.
 ///
 /// Instructions are stored in a compact form of 16 bytes each;
-/// [`Program::ops`] reads them as [`Op`]s.
+/// [`Program::ops`] reads them as [`Op`](crate::Op)s.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Program {
     pub(crate) n_inputs: usize,
@@ -522,11 +521,6 @@ pub struct Program {
     /// program (or one it was derived from) was built: evaluation returns
     /// it instead of running.
     pub(crate) defect: Option<Error>,
-    /// The register code of the lowered `f64` evaluator, built on first use.
-    pub(crate) registers: super::eval::Cache<super::registers::RegisterCode>,
-    /// Native code (feature `jit`), compiled once hot.
-    #[cfg(feature = "jit")]
-    pub(crate) native: super::native::Native,
     pub(crate) input_blocks: Vec<usize>,
     pub(crate) output_blocks: Vec<usize>,
 }
@@ -551,9 +545,6 @@ impl Program {
             guards,
             rules,
             defect,
-            registers: Default::default(),
-            #[cfg(feature = "jit")]
-            native: Default::default(),
             input_blocks,
             output_blocks,
         }

@@ -164,8 +164,8 @@ impl Builder {
     /// A malformed operation (an operand that is not a value of this
     /// builder, the wrong number of operands, an unregistered rule) is
     /// recorded as it is, and [`Builder::finish`] reports it (a rule index
-    /// of [`MAX_RULES`] or more, never a registered one, as
-    /// [`Error::MissingRule`]`(MAX_RULES)`).
+    /// of [`MAX_RULES`](crate::MAX_RULES) or more, never a registered one, as
+    /// [`Error::MissingRule`](crate::Error::MissingRule)`(MAX_RULES)`).
     pub fn push(&mut self, op: Op) -> Var {
         self.push_instr(Instr::of_op(&op))
     }

@@ -245,11 +245,6 @@ impl Program {
             );
         }
         let mut p = self.clone();
-        p.registers = Default::default();
-        #[cfg(feature = "jit")]
-        {
-            p.native = Default::default();
-        }
         for ins in &mut p.code {
             if let Some(k) = ins.as_input() {
                 *ins = Instr::input(new_index[k as usize]);
@@ -322,12 +317,6 @@ impl Program {
                 Var(self.code.len() as u32 - 1)
             }
         };
-        // Every cache of the old instructions goes.
-        self.registers = Default::default();
-        #[cfg(feature = "jit")]
-        {
-            self.native = Default::default();
-        }
         for o in &mut self.outputs {
             if is_structural(&self.code[o.index()]) {
                 *o = zero;

@@ -6,8 +6,8 @@
 
 use super::ir::{Guard, Instr};
 use super::passes::Scheduler;
-use super::registers::{LaneRegisters, LANES};
-use super::{Program, Registers, Var};
+use super::{Program, Var};
+use crate::backend::{Executable, LaneRegisters, Registers, LANES};
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -16,8 +16,8 @@ use crate::real::Real;
 /// `[this stage's own outputs…, residual out…]`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Stage {
-    /// The stage's program.
-    pub program: Program,
+    /// The stage's program, with its compiled forms for `f64`.
+    pub program: Executable,
     /// Number of residual values it receives from the stages before it.
     pub residual_in: usize,
     /// Number of its own inputs.
@@ -274,7 +274,7 @@ pub(crate) fn split(
             vec![own_outputs, residual_out],
         );
         stages.push(Stage {
-            program,
+            program: Executable::new(program),
             residual_in,
             own_inputs,
             own_outputs,
@@ -327,7 +327,7 @@ fn not_causal(p: &Program, stage: &[u32], out_stage: &[u32], j: usize) -> Error 
 /// and [`crate::Hvp`] (two stages) are built on it. [`Staged::run`]
 /// allocates its results and runs on any [`Real`] with the interpreter;
 /// [`Staged::run_with`] runs `f64` stages with the lowered evaluator
-/// ([`Program::eval_f64`]) in a [`StagedWorkspace`] and, in steady state,
+/// ([`Executable::eval_f64`](crate::Executable::eval_f64)) in a [`StagedWorkspace`] and, in steady state,
 /// does not allocate.
 ///
 /// Shapes: stage `k` takes [`Stage::residual_in`] residual values (those
@@ -360,7 +360,7 @@ pub struct Staged {
 }
 
 /// Reusable buffers for running a [`Staged`] program: for each stage, the
-/// registers of the lowered `f64` evaluator ([`Program::eval_f64`]), its
+/// registers of the lowered `f64` evaluator ([`Executable::eval_f64`](crate::Executable::eval_f64)), its
 /// input row `[residual in, own inputs]` and its output row
 /// `[own outputs, residual out]`.
 #[derive(Clone, Debug, Default)]
@@ -415,7 +415,7 @@ impl Staged {
                 .stages
                 .into_iter()
                 .map(|s| Stage {
-                    program: s.program.schedule(),
+                    program: Executable::new(s.program.schedule()),
                     ..s
                 })
                 .collect(),

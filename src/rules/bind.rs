@@ -229,11 +229,11 @@ impl Builder {
     ///
     /// [`crate::Error::Malformed`] if the program is not well formed: an
     /// output or operand that is not a value of this builder, an input
-    /// pushed as [`Op::Input`] instead of declared with [`Builder::input`],
+    /// pushed as [`Op::Input`](crate::Op::Input) instead of declared with [`Builder::input`],
     /// or a primitive or rule given the wrong number of operands;
-    /// [`crate::Error::MissingRule`] for an [`Op::Custom`] pushed with a rule
+    /// [`crate::Error::MissingRule`] for an [`Op::Custom`](crate::Op::Custom) pushed with a rule
     /// index this builder never registered;
-    /// [`crate::Error::TooManyRules`] past [`MAX_RULES`] rules. A value of
+    /// [`crate::Error::TooManyRules`] past [`MAX_RULES`](crate::MAX_RULES) rules. A value of
     /// another builder whose index happens to exist here cannot be told
     /// apart: keep each builder's values to itself.
     pub fn finish(mut self, outputs: &[Var]) -> Result<Program, crate::error::Error> {

@@ -4,7 +4,7 @@
 //! Two kinds of code come from one translation of the register
 //! instructions:
 //!
-//! * **Whole programs** ([`compile_program`]), for [`Program::eval_f64`].
+//! * **Whole programs** ([`compile_program`]), for [`Executable::eval_f64`](crate::Executable::eval_f64).
 //!   The code is cut into functions of at most [`CHUNK`] instructions, so
 //!   that compile time stays linear in the program's length. Inside a
 //!   function every register is an SSA value that Cranelift allocates to
@@ -55,9 +55,10 @@ use cranelift_frontend::{FunctionBuilder, FunctionBuilderContext};
 use cranelift_jit::{JITBuilder, JITModule};
 use cranelift_module::{default_libcall_names, FuncId, Linkage, Module};
 
-use super::eval::Cache;
-use super::ir::Program;
-use super::registers::{Ins, RegisterCode};
+use std::sync::OnceLock;
+
+use super::code::{Ins, RegisterCode};
+use crate::program::ir::Program;
 use crate::rules::Prim;
 
 /// The longest whole program compiled with Cranelift's backtracking
@@ -76,7 +77,7 @@ pub(crate) const BLOCK: usize = 32;
 /// a block kernel (a longer body keeps the register code).
 const MAX_BODY: usize = 4 * CHUNK;
 
-/// How many times a program runs through [`Program::eval_f64`] before it
+/// How many times a program runs through [`Executable::eval_f64`](crate::Executable::eval_f64) before it
 /// is compiled: compiling costs about as much as a few thousand runs of
 /// the register code, so programs run only a few times never pay it.
 pub(crate) const HOT_CALLS: u32 = 1000;
@@ -92,22 +93,9 @@ pub(crate) const MAX_PROGRAM: usize = 1 << 15;
 /// body is compiled as a kernel.
 pub(crate) const HOT_ELEMENTS: u64 = 1 << 16;
 
-/// A counter of runs (or elements) toward compiling: starts at zero in a
-/// new or cloned program and takes no part in comparisons.
+/// A counter of runs (or elements) toward compiling, starting at zero.
 #[derive(Debug, Default)]
 pub(crate) struct Heat(AtomicU64);
-
-impl Clone for Heat {
-    fn clone(&self) -> Self {
-        Heat::default()
-    }
-}
-
-impl PartialEq for Heat {
-    fn eq(&self, _: &Self) -> bool {
-        true
-    }
-}
 
 impl Heat {
     /// Adds `k` and returns the new total.
@@ -116,16 +104,14 @@ impl Heat {
     }
 }
 
-/// A program's native code and its counters toward compiling it. A clone
-/// starts empty (its instructions may change), and it takes no part in
-/// comparisons.
-#[derive(Debug, Default, Clone, PartialEq)]
+/// An executable's native code and its counters toward compiling it.
+#[derive(Debug, Default)]
 pub(crate) struct Native {
     /// The whole program, compiled on its [`HOT_CALLS`]-th run; `None`
     /// inside where it cannot be compiled.
-    pub(crate) whole: Cache<Option<NativeCode>>,
+    pub(crate) whole: OnceLock<Option<NativeCode>>,
     /// The program as a map body's block kernel.
-    pub(crate) block: Cache<Option<NativeCode>>,
+    pub(crate) block: OnceLock<Option<NativeCode>>,
     /// Runs of `eval_f64` so far.
     pub(crate) calls: Heat,
     /// Elements of map evaluation so far.
