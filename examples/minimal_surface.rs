@@ -500,9 +500,9 @@ impl Cg {
     /// (then `p` so far, or `−g` if that is the first direction). Returns
     /// the iterations and whether curvature stopped it; `p` is a descent
     /// direction.
-    fn solve(
+    fn solve<F: Fn(&array::TArray) -> optic_ad::Result<array::TScalar>>(
         &mut self,
-        h: &mut array::Hvp,
+        h: &mut array::Hvp<F>,
         g: &[f64],
         tol: f64,
         max_iter: usize,

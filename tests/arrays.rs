@@ -704,14 +704,18 @@ fn comparisons_record_guards() {
         let s = t.sum();
         Ok(if s > 0.0 { t.dot(t)? } else { s })
     };
+    let p = array::trace(|xs: &[TArray]| f(&xs[0]), &[&[1.0, 2.0]]).unwrap();
+    assert!(matches!(
+        p.eval(&[&[-3.0, 1.0]]),
+        Err(Error::GuardFailed { .. })
+    ));
     let mut g = array::Gradient::new(f, &[1.0, 2.0]).unwrap();
     let mut out = [0.0; 2];
     assert_eq!(g.eval(&[3.0, 1.0], &mut out).unwrap(), 10.0);
     assert_eq!(out, [6.0, 2.0]);
-    assert!(matches!(
-        g.eval(&[-3.0, 1.0], &mut out),
-        Err(Error::GuardFailed { .. })
-    ));
+    // The compiled gradient re-traces on the other side of the branch.
+    assert_eq!(g.eval(&[-3.0, 1.0], &mut out).unwrap(), -2.0);
+    assert_eq!(out, [1.0, 1.0]);
     // A comparison in a map body must hold for every element.
     let body_branch = |t: &TArray| Ok(t.map(|x| if x > 0.0 { x } else { -x }).sum());
     let e = array::gradient(body_branch, &[1.0, -2.0]);
@@ -1414,4 +1418,102 @@ fn array_taylor_errors() {
     t.eval(&[&[1.0, 2.0, 0.5, 0.5, 0.0, 0.0]]).unwrap();
     assert_eq!(t.output(0), &[3.0, 1.0, 0.0]);
     assert!(t.output(1).is_empty());
+}
+
+/// A branch on an array value: `f(x) = Σ xᵢ²` where `Σ xᵢ > 0`, else
+/// `Σ sin xᵢ`. ∇f = 2x or cos x, H v = 2v or −sin(x)·v.
+fn branchy_sum(x: &TArray) -> optic_ad::Result<TScalar> {
+    if x.sum() > 0.0 {
+        Ok(x.map(|t| t * t).sum())
+    } else {
+        Ok(x.map(|t| t.sin()).sum())
+    }
+}
+
+/// The array drivers re-trace where a guard fails, as the scalar ones do
+/// (`guards_fail_and_drivers_retrace` in `tests/drivers.rs`): the raw
+/// program reports the failed guard; `Gradient::eval`, `Hvp::linearize`
+/// (then `apply`) and `Hvp::eval` give the other branch's derivatives,
+/// against their closed forms, and come back when the sign changes again.
+#[test]
+fn array_guards_fail_and_drivers_retrace() {
+    let (pos, neg) = ([1.0, 2.0, 0.5], [-1.0, -2.0, 0.5]);
+    let v = [0.3, -0.7, 1.1];
+    let p = array::trace(|xs: &[TArray]| branchy_sum(&xs[0]), &[&pos]).unwrap();
+    assert!(matches!(p.eval(&[&neg]), Err(Error::GuardFailed { .. })));
+
+    let mut g = array::Gradient::new(branchy_sum, &pos).unwrap();
+    let mut grad = [0.0; 3];
+    for x in [neg, pos, neg] {
+        let y = g.eval(&x, &mut grad).unwrap();
+        let positive = x.iter().sum::<f64>() > 0.0;
+        for k in 0..3 {
+            let want = if positive { 2.0 * x[k] } else { x[k].cos() };
+            assert_eq!(grad[k], want, "x = {x:?}, k = {k}");
+        }
+        let want_y: f64 = if positive {
+            x.iter().map(|t| t * t).sum()
+        } else {
+            x.iter().map(|t| t.sin()).sum()
+        };
+        approx::assert_relative_eq!(y, want_y, max_relative = 1e-15);
+    }
+
+    let mut h = array::Hvp::new(branchy_sum, &pos).unwrap();
+    let (mut hv, mut one) = ([0.0; 3], [0.0; 3]);
+    for x in [neg, pos, neg] {
+        let positive = x.iter().sum::<f64>() > 0.0;
+        h.linearize(&x).unwrap();
+        h.apply(&v, &mut hv).unwrap();
+        h.eval(&x, &v, &mut one).unwrap();
+        for k in 0..3 {
+            let want = if positive {
+                2.0 * v[k]
+            } else {
+                -x[k].sin() * v[k]
+            };
+            approx::assert_relative_eq!(hv[k], want, max_relative = 1e-15);
+            approx::assert_relative_eq!(one[k], want, max_relative = 1e-15);
+            let grad = if positive { 2.0 * x[k] } else { x[k].cos() };
+            assert_eq!(h.gradient()[k], grad);
+        }
+    }
+
+    // The one-shot drivers trace at the point they are given.
+    assert_eq!(
+        array::gradient(branchy_sum, &neg).unwrap(),
+        neg.map(f64::cos).to_vec()
+    );
+    let hv = array::hvp(branchy_sum, &pos, &v).unwrap();
+    assert_eq!(hv, v.map(|t| 2.0 * t).to_vec());
+}
+
+/// A comparison inside a map body is recorded once, for the body traced at
+/// an arbitrary point (0.5), and must hold in every element: where an
+/// element takes the other branch, re-tracing cannot help (the body is
+/// traced at 0.5 again), and the drivers return the failed guard rather
+/// than a wrong derivative; where all take the traced branch, they run.
+#[test]
+fn array_guards_inside_maps_are_reported() {
+    let f = |x: &TArray| Ok(x.map(|t| if t > 0.0 { t * t } else { -t }).sum());
+    let mut g = array::Gradient::new(f, &[1.0, 2.0]).unwrap();
+    let mut grad = [0.0; 2];
+    for x in [[1.0, -2.0], [-1.0, -2.0]] {
+        assert!(matches!(
+            g.eval(&x, &mut grad),
+            Err(Error::GuardFailed { .. })
+        ));
+    }
+    g.eval(&[3.0, 0.25], &mut grad).unwrap();
+    assert_eq!(grad, [6.0, 0.5]);
+    let mut h = array::Hvp::new(f, &[1.0, 2.0]).unwrap();
+    assert!(matches!(
+        h.linearize(&[1.0, -2.0]),
+        Err(Error::GuardFailed { .. })
+    ));
+    let mut hv = [0.0; 2];
+    assert!(matches!(
+        h.eval(&[-1.0, -2.0], &[1.0, 1.0], &mut hv),
+        Err(Error::GuardFailed { .. })
+    ));
 }

@@ -178,3 +178,43 @@ fn sound_rule_is_unaffected() {
     let d = derivative::<U2, _, _>(|t| t.apply_rule(&rule), 3.0).unwrap();
     assert_eq!(d.as_slice(), &[9.0, 6.0, 2.0]);
 }
+
+/// A pullback that shares instructions with the builder (a product of an
+/// operand and a new constant, filed under the operand) and then returns
+/// the wrong number of cotangents.
+struct SharesThenMiscounts;
+
+impl optic_ad::Rule for SharesThenMiscounts {
+    fn name(&self) -> &str {
+        "bad"
+    }
+    fn arity(&self) -> usize {
+        1
+    }
+    fn value(&self, x: &[f64]) -> f64 {
+        2.0 * x[0]
+    }
+    fn pullback(&self, b: &mut Builder, x: &[Var], _y: Var, ct: Var) -> Vec<Var> {
+        let k = b.constant(12345.678);
+        let _ = b.mul(x[0], k);
+        let _ = b.mul(ct, k);
+        Vec::new()
+    }
+}
+
+/// Regression: rolling back a misbehaving pullback clears the sharing
+/// slots of what it pushed under the operand they were filed under. The
+/// product `x · k` was filed under `x` (its latest operand that is not a
+/// constant) but cleared under `k` (its latest operand), so the next
+/// instruction shared under `x` (the pullback of `sin x`, `cos x`, which
+/// the reverse sweep emits after the rule's) read a slot past the end of
+/// the rolled-back builder.
+#[test]
+fn rolled_back_pullbacks_leave_no_stale_sharing() {
+    let rule = CustomRule::new(SharesThenMiscounts);
+    let f = |x: &[Tracer]| x[0].sin() + x[0].apply_rule(&rule);
+    let r = catch_unwind(AssertUnwindSafe(|| gradient(f, &[0.5])));
+    expect_bad_rule("gradient", r);
+    let r = catch_unwind(AssertUnwindSafe(|| hvp(f, &[0.5], &[1.0])));
+    expect_bad_rule("hvp", r);
+}

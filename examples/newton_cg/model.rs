@@ -430,7 +430,10 @@ impl<F: Fn(&[Tracer]) -> Tracer> HvpOracle for Hvp<F> {
     }
 }
 
-impl HvpOracle for array::Hvp {
+impl<F> HvpOracle for array::Hvp<F>
+where
+    F: Fn(&array::TArray) -> Result<array::TScalar, optic_ad::Error>,
+{
     fn linearize_with_gradient(
         &mut self,
         theta: &[f64],

@@ -55,6 +55,14 @@ pub fn gradient(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Vec
 /// A compiled gradient of `f : ℝⁿ → ℝ`: traced and differentiated once,
 /// then evaluated at any point of the same length with no allocation.
 ///
+/// Where a comparison recorded while tracing no longer holds at a new
+/// point (a branch on a value such as `x.sum()`), the gradient re-traces
+/// `f` there, once, and goes on with the new program, as the scalar
+/// [`crate::Gradient`] does. A comparison inside a map body is another
+/// matter: the body is traced once, at an arbitrary point (0.5), and its
+/// guards must hold in every element; re-tracing cannot change that, and
+/// the error is returned (write such branches with `select`).
+///
 /// # Example
 ///
 /// ```
@@ -65,28 +73,45 @@ pub fn gradient(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Vec
 /// let y = g.eval(&[1.0, 2.0, 3.0], &mut out).unwrap();
 /// assert_eq!((y, out), (14.0, [2.0, 4.0, 6.0]));
 /// ```
-#[derive(Clone, Debug)]
-pub struct Gradient {
+#[derive(Clone)]
+pub struct Gradient<F> {
+    f: F,
     program: ArrayProgram,
     ws: ArrayWorkspace,
     n: usize,
 }
 
-impl Gradient {
+impl<F> std::fmt::Debug for Gradient<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Gradient")
+            .field("n", &self.n)
+            .field("program", &self.program)
+            .finish()
+    }
+}
+
+impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<F> {
     /// Traces `f` at `x` and builds its gradient program.
     ///
     /// # Errors
     ///
     /// An error `f` returns while tracing.
-    pub fn new(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Self> {
-        let p = trace_scalar(f, x)?;
-        let program = gradient_program(&p)?;
-        let ws = ArrayWorkspace::new(&program);
+    pub fn new(f: F, x: &[f64]) -> Result<Self> {
+        let (program, ws) = Self::build(&f, x)?;
         Ok(Gradient {
+            f,
             program,
             ws,
             n: x.len(),
         })
+    }
+
+    /// The gradient program of `f` traced at `x`, and its workspace.
+    fn build(f: &F, x: &[f64]) -> Result<(ArrayProgram, ArrayWorkspace)> {
+        let p = trace_scalar(f, x)?;
+        let program = gradient_program(&p)?;
+        let ws = ArrayWorkspace::new(&program);
+        Ok((program, ws))
     }
 
     /// `f(x)`, with `∇f(x)` written to `grad` (the maps that compute it
@@ -95,14 +120,21 @@ impl Gradient {
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] if `x` or `grad` does not have the traced
-    /// length (`grad` untouched); [`Error::GuardFailed`] where a guard no
-    /// longer holds (`grad` may then hold part of a result: do not use
-    /// it).
+    /// length (`grad` untouched); an error of re-tracing `f` where a guard
+    /// no longer holds; [`Error::GuardFailed`] where a guard fails again
+    /// after re-tracing (in a map body, where elements branch apart).
+    /// After an error `grad` may hold part of a result: do not use it.
     pub fn eval(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
         check_len("Gradient::eval: x", self.n, x.len())?;
         check_len("Gradient::eval: gradient", self.n, grad.len())?;
-        self.ws
-            .run_masked_into(&self.program, &[x], None, 1, grad)?;
+        match self.ws.run_masked_into(&self.program, &[x], None, 1, grad) {
+            Err(Error::GuardFailed { .. }) => {
+                (self.program, self.ws) = Self::build(&self.f, x)?;
+                self.ws
+                    .run_masked_into(&self.program, &[x], None, 1, grad)?;
+            }
+            other => other?,
+        }
         Ok(self.ws.output(&self.program, 0)[0])
     }
 
@@ -127,6 +159,11 @@ impl Gradient {
 /// direction, once per point; [`Hvp::apply`] runs the rest, once per
 /// direction. Neither allocates.
 ///
+/// Where a comparison recorded while tracing no longer holds at a new
+/// point, [`Hvp::linearize`] and [`Hvp::eval`] re-trace `f` there, once,
+/// and go on with the new programs, as the scalar [`crate::Hvp`] does (see
+/// [`Gradient`] for comparisons inside map bodies).
+///
 /// # Example
 ///
 /// ```
@@ -141,8 +178,9 @@ impl Gradient {
 /// assert_eq!(hv, [6.0, 12.0]);
 /// assert_eq!(h.gradient(), &[3.0, 12.0]);
 /// ```
-#[derive(Clone, Debug)]
-pub struct Hvp {
+#[derive(Clone)]
+pub struct Hvp<F> {
+    f: F,
     program: ArrayProgram,
     ws: ArrayWorkspace,
     /// `(x, v) ↦ H(x) v` in one pass, for [`Hvp::eval`]; built on its
@@ -159,52 +197,50 @@ pub struct Hvp {
     linearized: bool,
 }
 
-impl Hvp {
+impl<F> std::fmt::Debug for Hvp<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Hvp")
+            .field("n", &self.n)
+            .field("program", &self.program)
+            .field("linearized", &self.linearized)
+            .finish()
+    }
+}
+
+impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<F> {
     /// Traces `f` at `x` and builds `(x, v) ↦ (f, ∇f, H v)`.
     ///
     /// # Errors
     ///
     /// An error `f` returns while tracing.
-    pub fn new(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Self> {
-        let p = trace_scalar(f, x)?;
-        let gradient = gradient_program(&p)?;
-        // forward(g): [x, ẋ] ↦ [f, ∇f, ḟ, H ẋ].
-        let program = forward(&gradient)?.specialize(&[None, None], &[0, 1, 3])?;
-        let program = hoist_residuals(&program)?;
-        let n_ops = program.ops.len();
-        let tangent = tangent_mask(&program);
-        // Values of the first stage that the second reads, and the outputs,
-        // keep their buffers.
-        let mut persist = vec![false; n_ops];
-        for (i, op) in program.ops.iter().enumerate() {
-            if tangent[i] {
-                op.for_each_operand(|o| {
-                    if !tangent[o.index()] {
-                        persist[o.index()] = true;
-                    }
-                });
-            }
-        }
-        for o in &program.outputs {
-            persist[o.index()] = true;
-        }
-        for g in &program.guards {
-            persist[g.a.index()] = true;
-            persist[g.b.index()] = true;
-        }
-        let ws = ArrayWorkspace::with_persist(&program, persist);
-        let primal = tangent.iter().map(|t| !t).collect();
+    pub fn new(f: F, x: &[f64]) -> Result<Self> {
+        let parts = HvpParts::build(&f, x)?;
         Ok(Hvp {
-            program,
-            ws,
+            f,
+            program: parts.program,
+            ws: parts.ws,
             one_pass: None,
-            gradient,
-            tangent,
-            primal,
+            gradient: parts.gradient,
+            tangent: parts.tangent,
+            primal: parts.primal,
             n: x.len(),
             x: Vec::new(),
             linearized: false,
         })
+    }
+
+    /// Re-traces `f` at `x` (a guard failed there): new programs, the
+    /// one-pass program to be built again, nothing linearized.
+    fn retrace(&mut self, x: &[f64]) -> Result<()> {
+        let parts = HvpParts::build(&self.f, x)?;
+        self.program = parts.program;
+        self.ws = parts.ws;
+        self.gradient = parts.gradient;
+        self.tangent = parts.tangent;
+        self.primal = parts.primal;
+        self.one_pass = None;
+        self.linearized = false;
+        Ok(())
     }
 
     /// Runs the direction-free part at `x`: `f(x)`, `∇f(x)` and what
@@ -213,15 +249,26 @@ impl Hvp {
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] if `x` does not have the traced length;
-    /// [`Error::GuardFailed`] where a guard no longer holds.
+    /// an error of re-tracing `f` where a guard no longer holds;
+    /// [`Error::GuardFailed`] where one fails again after re-tracing.
     pub fn linearize(&mut self, x: &[f64]) -> Result<()> {
         check_len("Hvp::linearize: x", self.n, x.len())?;
         self.linearized = false;
         self.x.clear();
         self.x.extend_from_slice(x);
         let v = &self.x;
-        self.ws
-            .run_masked(&self.program, &[&self.x, v], Some(&self.primal))?;
+        match self
+            .ws
+            .run_masked(&self.program, &[&self.x, v], Some(&self.primal))
+        {
+            Err(Error::GuardFailed { .. }) => {
+                self.retrace(x)?;
+                let v = &self.x;
+                self.ws
+                    .run_masked(&self.program, &[&self.x, v], Some(&self.primal))?;
+            }
+            other => other?,
+        }
         self.linearized = true;
         Ok(())
     }
@@ -259,8 +306,10 @@ impl Hvp {
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] if `x`, `v` or `out` does not have length
-    /// `n` (`out` untouched); [`Error::GuardFailed`] where a guard no
-    /// longer holds.
+    /// `n` (`out` untouched); an error of re-tracing `f` where a guard no
+    /// longer holds (the linearized point is then dropped:
+    /// [`Hvp::linearize`] again before [`Hvp::apply`]);
+    /// [`Error::GuardFailed`] where one fails again after re-tracing.
     ///
     /// # Example
     ///
@@ -277,6 +326,18 @@ impl Hvp {
         check_len("Hvp::eval: x", self.n, x.len())?;
         check_len("Hvp::eval: v", self.n, v.len())?;
         check_len("Hvp::eval: out", self.n, out.len())?;
+        match self.eval_one_pass(x, v, out) {
+            Err(Error::GuardFailed { .. }) => {
+                self.retrace(x)?;
+                self.eval_one_pass(x, v, out)
+            }
+            other => other,
+        }
+    }
+
+    /// [`Hvp::eval`] on the current programs, building the one-pass
+    /// program on first use.
+    fn eval_one_pass(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
         let (p, ws) = match &mut self.one_pass {
             Some(built) => built,
             None => {
@@ -320,6 +381,55 @@ impl Hvp {
             .as_ref()
             .map_or((0, 0), |(_, ws)| ws.native_kernels());
         (k + k1, m + m1)
+    }
+}
+
+/// The programs of an [`Hvp`] traced at one point.
+struct HvpParts {
+    program: ArrayProgram,
+    ws: ArrayWorkspace,
+    gradient: ArrayProgram,
+    tangent: Vec<bool>,
+    primal: Vec<bool>,
+}
+
+impl HvpParts {
+    fn build(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<HvpParts> {
+        let p = trace_scalar(f, x)?;
+        let gradient = gradient_program(&p)?;
+        // forward(g): [x, ẋ] ↦ [f, ∇f, ḟ, H ẋ].
+        let program = forward(&gradient)?.specialize(&[None, None], &[0, 1, 3])?;
+        let program = hoist_residuals(&program)?;
+        let n_ops = program.ops.len();
+        let tangent = tangent_mask(&program);
+        // Values of the first stage that the second reads, and the outputs,
+        // keep their buffers.
+        let mut persist = vec![false; n_ops];
+        for (i, op) in program.ops.iter().enumerate() {
+            if tangent[i] {
+                op.for_each_operand(|o| {
+                    if !tangent[o.index()] {
+                        persist[o.index()] = true;
+                    }
+                });
+            }
+        }
+        for o in &program.outputs {
+            persist[o.index()] = true;
+        }
+        for g in &program.guards {
+            persist[g.a.index()] = true;
+            persist[g.b.index()] = true;
+        }
+        let ws = ArrayWorkspace::with_persist(&program, persist);
+        let primal = tangent.iter().map(|t| !t).collect();
+        Ok(HvpParts {
+            program,
+            ws,
+            gradient,
+            tangent,
+            primal,
+        })
     }
 }
 

@@ -303,10 +303,29 @@ impl TaylorProgram {
                     }
                 }
             }
-            _ => {
-                // Linear: coefficient k of the value is the operation on
-                // coefficient k of the operand. (A map or product always
-                // has its `Jet` from `new`.)
+            // A map or a product always has its `Jet` from `new`.
+            (ArrayOp::Map { .. }, _) | (ArrayOp::MatMul { .. }, _) => {
+                return Err(Error::WorkspaceMismatch);
+            }
+            // Linear: coefficient k of the value is the operation on
+            // coefficient k of the operand. Listed one by one (no
+            // catch-all), so that an operation added without its Taylor
+            // rule here does not compile.
+            (
+                ArrayOp::Sum(_)
+                | ArrayOp::Broadcast(_)
+                | ArrayOp::Slice { .. }
+                | ArrayOp::Pad { .. }
+                | ArrayOp::Gather { .. }
+                | ArrayOp::ScatterAdd { .. }
+                | ArrayOp::MatVec { .. }
+                | ArrayOp::VecMat { .. }
+                | ArrayOp::Reshape(_)
+                | ArrayOp::Transpose(_)
+                | ArrayOp::SumAxis { .. }
+                | ArrayOp::BroadcastAxis { .. },
+                _,
+            ) => {
                 let out = &mut rest[0];
                 for k in 0..=top[i] {
                     let dst = &mut out[k * n..(k + 1) * n];

@@ -224,7 +224,14 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
                         };
                         (y, ybar)
                     }
-                    _ => continue,
+                    // Handled by the arms above; listed (no catch-all) so
+                    // that an operation added without its pullback here
+                    // does not compile.
+                    ArrayOp::Input(_)
+                    | ArrayOp::Fill(_)
+                    | ArrayOp::Const(_)
+                    | ArrayOp::MapOut(_)
+                    | ArrayOp::Map { .. } => continue,
                 };
                 if !b.is_zero(c) {
                     acc(&mut b, &mut adj[a.index()], c);
