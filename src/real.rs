@@ -249,9 +249,11 @@ pub trait Real:
     }
 
     /// Applies a user-defined primitive to its arguments `x`
-    /// ([`crate::Rule::arity`] of them). On a [`Tracer`](crate::Tracer), another number of
-    /// arguments makes the trace fail with [`crate::Error::Malformed`]; on
-    /// other types it gives NaN.
+    /// ([`crate::Rule::arity`] of them, at most three). On a
+    /// [`Tracer`](crate::Tracer), another number of arguments, or a rule of
+    /// more than three, makes the trace fail with
+    /// [`crate::Error::Malformed`]; on other types another number of
+    /// arguments gives NaN.
     #[inline]
     fn apply_rule_n(rule: &CustomRule, x: &[Self]) -> Self {
         Self::apply_custom(rule, x)

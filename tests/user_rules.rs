@@ -218,3 +218,38 @@ fn rolled_back_pullbacks_leave_no_stale_sharing() {
     let r = catch_unwind(AssertUnwindSafe(|| hvp(f, &[0.5], &[1.0])));
     expect_bad_rule("hvp", r);
 }
+
+/// A rule of four arguments (rules take one to three).
+struct Four;
+
+impl optic_ad::Rule for Four {
+    fn name(&self) -> &str {
+        "four"
+    }
+    fn arity(&self) -> usize {
+        4
+    }
+    fn value(&self, x: &[f64]) -> f64 {
+        x.iter().sum()
+    }
+    fn pullback(&self, _b: &mut Builder, _x: &[Var], _y: Var, ct: Var) -> Vec<Var> {
+        vec![ct; 4]
+    }
+}
+
+/// Regression (hardening round two, defect 2): applying a rule of arity 4
+/// on tracers panicked (index out of bounds while computing the trace's
+/// values); the trace now fails with `Error::Malformed` (an instruction
+/// holds at most three operands), and every driver returns an error.
+#[test]
+fn rules_of_four_arguments_are_refused() {
+    let rule = CustomRule::new(Four);
+    let f = |x: &[Tracer]| Real::apply_rule_n(&rule, &[x[0], x[1], x[2], x[3]]);
+    let x = [1.0, 2.0, 3.0, 4.0];
+    let r = catch_unwind(AssertUnwindSafe(|| optic_ad::trace(|x| vec![f(x)], &x)));
+    assert!(matches!(r, Ok(Err(Error::Malformed(_)))), "{r:?}");
+    let r = catch_unwind(AssertUnwindSafe(|| gradient(f, &x)));
+    assert!(matches!(r, Ok(Err(Error::Malformed(_)))), "{r:?}");
+    let r = catch_unwind(AssertUnwindSafe(|| hvp(f, &x, &x)));
+    assert!(matches!(r, Ok(Err(_))), "{r:?}");
+}

@@ -881,7 +881,8 @@ impl Builder {
     }
 
     /// [`Error::Malformed`] for the first application of a user rule with
-    /// the wrong number of operands (the arity check of
+    /// the wrong number of operands, or with more than [`MAX_ARITY`] (the
+    /// arity check of
     /// [`Program::validate`], for the rule applications alone).
     pub(crate) fn custom_arity_error(&self) -> Option<Error> {
         if self.rules.is_empty() {
@@ -892,13 +893,14 @@ impl Builder {
                 .rules
                 .get(ins.rule as usize)
                 .filter(|_| ins.is_custom())?;
-            (r.arity() != ins.len as usize).then(|| {
-                Error::Malformed(Malformation::Arity {
-                    instruction: i,
-                    expected: r.arity(),
-                    got: ins.len as usize,
-                })
-            })
+            // An instruction holds at most `MAX_ARITY` operands, whatever
+            // the rule says it takes.
+            let expected = r.arity().min(MAX_ARITY);
+            (expected != ins.len as usize).then_some(Error::Malformed(Malformation::Arity {
+                instruction: i,
+                expected,
+                got: ins.len as usize,
+            }))
         })
     }
 

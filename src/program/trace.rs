@@ -109,6 +109,10 @@ impl Frame {
         } = self;
         let code = builder.code();
         while let Some(ins) = code.get(vals.len()) {
+            // An operand that is no value (the placeholder of a rule applied
+            // to more than `MAX_ARITY` arguments, which `finish` reports as
+            // malformed) reads as NaN.
+            let value_of = |a: &Var| vals.get(a.index()).copied().unwrap_or(f64::NAN);
             let v = if let Some(k) = ins.as_input() {
                 input_vals[k as usize]
             } else if let Some(c) = ins.as_const() {
@@ -117,7 +121,7 @@ impl Frame {
                 let args = ins.operands();
                 let mut x = [0.0; MAX_ARITY];
                 for (slot, a) in x.iter_mut().zip(args) {
-                    *slot = vals[a.index()];
+                    *slot = value_of(a);
                 }
                 if args.len() == prim.arity() {
                     prim.value(&x[..args.len()], ins.param())
@@ -127,7 +131,7 @@ impl Frame {
                 }
             } else {
                 let rule = builder.rules().get(ins.rule as usize).cloned();
-                let x = ins.operands().iter().map(|a| vals[a.index()]).collect();
+                let x = ins.operands().iter().map(value_of).collect();
                 return rule.map(|rule| (rule, x));
             };
             vals.push(v);
