@@ -619,10 +619,14 @@ impl ArrayWorkspace {
             return Ok(());
         }
         if let ArrayOp::Map { args, .. } = &p.ops[i] {
-            let Some(body) = self.bodies.get(i).cloned().flatten() else {
+            // Taken out while the map runs (the map borrows the workspace)
+            // and put back: no reference count is touched per run.
+            let Some(body) = self.bodies.get_mut(i).and_then(Option::take) else {
                 return Err(Error::WorkspaceMismatch);
             };
-            return self.exec_map(p, i, &body, args, inputs, ext);
+            let result = self.exec_map(p, i, &body, args, inputs, ext);
+            self.bodies[i] = Some(body);
+            return result;
         }
         let slot = self.plan.slot[i];
         if slot == usize::MAX {

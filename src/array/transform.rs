@@ -322,7 +322,9 @@ pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
             ArrayOp::SumAxis { a, axis } => t(a).map(|ta| b.sum_axis(ta, *axis)),
             ArrayOp::BroadcastAxis { a, axis } => match shape {
                 Shape::Matrix(r, c) => t(a).map(|ta| b.broadcast_axis(ta, *axis, r, c)),
-                _ => None,
+                // Not built: the builder gives a broadcast along an axis a
+                // matrix shape.
+                Shape::Scalar | Shape::Vector(_) => None,
             },
             &ArrayOp::MatMul {
                 a: x,
