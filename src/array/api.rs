@@ -40,7 +40,7 @@ impl Indices {
             .iter()
             .map(|&i| u32::try_from(i).unwrap_or(u32::MAX))
             .collect();
-        let bound = super::ir::index_bound(&idx);
+        let bound = super::prims::index_bound(&idx);
         Indices { idx, bound }
     }
 

@@ -1,7 +1,8 @@
 //! Evaluation of array programs: native loops over contiguous `f64`
 //! buffers, map bodies run block-wise.
 
-use super::ir::{AVar, ArrayOp, ArrayProgram, Matrix, Shape};
+use super::ir::{AVar, ArrayOp, ArrayPrim, ArrayProgram, Shape, MAX_ARRAY_ARITY};
+use super::prims::Sum;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
@@ -81,6 +82,20 @@ fn is_add_of_two(body: &crate::program::Program) -> bool {
         )
 }
 
+/// Instruction `i` as a view of its one operand, for an operation of the
+/// table that reads it in place ([`super::ArrayPrimitive::view`]):
+/// `(operand, shift, lo, hi)`.
+fn view_of(p: &ArrayProgram, i: usize) -> Option<(usize, isize, usize, usize)> {
+    let ArrayOp::Prim { prim, args } = &p.ops[i] else {
+        return None;
+    };
+    let &[a] = args.as_slice() else {
+        return None;
+    };
+    let (shift, lo, hi) = prim.view(p.shapes[a.index()], p.shapes[i])?;
+    Some((a.index(), shift, lo, hi))
+}
+
 impl Plan {
     /// `persist[v]`: value `v` must survive the whole run (outputs, guard
     /// operands, and values read by a later stage).
@@ -95,14 +110,7 @@ impl Plan {
         // Slices and pads whose every reader is a map or another view.
         let mut as_view = vec![false; n];
         for i in (0..n).rev() {
-            if fuse
-                && matches!(
-                    p.ops[i],
-                    ArrayOp::Slice { .. } | ArrayOp::Pad { .. } | ArrayOp::Reshape(_)
-                )
-                && !keep(i)
-                && p.shapes[i] != Shape::Scalar
-            {
+            if fuse && view_of(p, i).is_some() && !keep(i) && p.shapes[i] != Shape::Scalar {
                 as_view[i] = uses[i].iter().all(|&c| is_map(c) || as_view[c]);
             }
         }
@@ -133,20 +141,10 @@ impl Plan {
             if !as_view[i] {
                 continue;
             }
-            let len = p.shapes[i].len();
-            let (a, shift, lo, hi) = match p.ops[i] {
-                ArrayOp::Slice { a, start } => (a, start as isize, 0, len),
-                // The same elements in the same order.
-                ArrayOp::Reshape(a) => (a, 0, 0, len),
-                ArrayOp::Pad { a, start } => (
-                    a,
-                    -(start as isize),
-                    start,
-                    start + p.shapes[a.index()].len(),
-                ),
-                _ => continue,
+            let Some((a, shift, lo, hi)) = view_of(p, i) else {
+                continue;
             };
-            view[i] = Some(match view[a.index()] {
+            view[i] = Some(match view[a] {
                 // A view of a view: compose the shifts, intersect the ranges.
                 Some(w) => {
                     let lo2 = (w.lo as isize - shift).max(0) as usize;
@@ -159,7 +157,7 @@ impl Plan {
                     }
                 }
                 None => View {
-                    root: a.index(),
+                    root: a,
                     shift,
                     lo,
                     hi,
@@ -179,7 +177,7 @@ impl Plan {
                 continue;
             }
             if let [c] = uses[i][..] {
-                if matches!(p.ops[c], ArrayOp::Sum(_)) {
+                if p.ops[c].prim::<Sum>().is_some() {
                     sum_into[i] = Some(c);
                     fused_sum[c] = true;
                 }
@@ -232,11 +230,8 @@ impl Plan {
                 let mut chain_ok = uses[x].len() == 1;
                 let mut c = x;
                 while chain_ok && c != r {
-                    let inner = match p.ops[c] {
-                        ArrayOp::Slice { a, .. } | ArrayOp::Pad { a, .. } | ArrayOp::Reshape(a) => {
-                            a.index()
-                        }
-                        _ => break,
+                    let Some((inner, ..)) = view_of(p, c) else {
+                        break;
                     };
                     chain_ok = uses[inner].len() == 1;
                     c = inner;
@@ -702,9 +697,17 @@ impl ArrayWorkspace {
             ArrayOp::Const(d) => out.copy_from_slice(d),
             // Run by exec_map.
             ArrayOp::MapOut(_) | ArrayOp::Map { .. } => {}
-            _ => {
+            ArrayOp::Prim { prim, args } => {
                 let mut scratch = std::mem::take(&mut self.matmul_scratch);
-                structural_value(p, i, |v| self.buf(v), &mut scratch, out);
+                prim_value(
+                    p,
+                    prim,
+                    args,
+                    |_, v| self.buf(v),
+                    p.shapes[i],
+                    &mut scratch,
+                    out,
+                );
                 self.matmul_scratch = scratch;
             }
         }
@@ -1146,147 +1149,28 @@ pub(super) fn check_guards<'a>(p: &ArrayProgram, value: impl Fn(AVar) -> &'a [f6
     Ok(())
 }
 
-/// The value of instruction `i` of `p` written to `out`, for every
-/// instruction but the inputs, constants and maps: the linear operations
-/// (sum, broadcast, slice, pad, gather, scatter-add, the products with
-/// constant matrices, reshape, transpose, axis sums and broadcasts) and
-/// the bilinear matrix product, reading each operand through `buf`. The
-/// one definition of these values, shared by the executor and by Taylor
-/// mode ([`super::taylor`]), which runs the linear ones once per Taylor
-/// coefficient.
-pub(super) fn structural_value<'a>(
+/// The value of operation `prim` of the table on operands `args` of `p`
+/// written to `out`, reading operand `k` (the value `a`) as `buf(k, a)`: the operands and
+/// their shapes are passed from the stack. Shared by the executor and by
+/// Taylor mode ([`super::taylor`]), which runs it once per Taylor
+/// coefficient (or pair of coefficients, for a bilinear operation).
+pub(super) fn prim_value<'a>(
     p: &ArrayProgram,
-    i: usize,
-    buf: impl Fn(AVar) -> &'a [f64],
-    matmul_scratch: &mut Vec<f64>,
+    prim: &ArrayPrim,
+    args: &[AVar],
+    buf: impl Fn(usize, AVar) -> &'a [f64],
+    out_shape: Shape,
+    scratch: &mut Vec<f64>,
     out: &mut [f64],
 ) {
-    match &p.ops[i] {
-        ArrayOp::Input(_)
-        | ArrayOp::Fill(_)
-        | ArrayOp::Const(_)
-        | ArrayOp::Map { .. }
-        | ArrayOp::MapOut(_) => {}
-        ArrayOp::Sum(a) => out[0] = super::kernels::sum4(buf(*a)),
-        ArrayOp::Broadcast(a) => out.fill(buf(*a)[0]),
-        ArrayOp::Slice { a, start } => {
-            let n = out.len();
-            out.copy_from_slice(&buf(*a)[*start..*start + n]);
-        }
-        ArrayOp::Pad { a, start } => {
-            let src = buf(*a);
-            out.fill(0.0);
-            out[*start..*start + src.len()].copy_from_slice(src);
-        }
-        ArrayOp::Gather { a, idx, .. } => {
-            let src = buf(*a);
-            for (o, &j) in out.iter_mut().zip(idx.iter()) {
-                *o = src[j as usize];
-            }
-        }
-        ArrayOp::ScatterAdd { a, idx, .. } => {
-            let src = buf(*a);
-            out.fill(0.0);
-            for (&x, &j) in src.iter().zip(idx.iter()) {
-                out[j as usize] += x;
-            }
-        }
-        ArrayOp::MatVec { m, v } => matvec(m, buf(*v), out),
-        ArrayOp::VecMat { m, v } => vecmat(m, buf(*v), out),
-        ArrayOp::Reshape(a) => out.copy_from_slice(buf(*a)),
-        ArrayOp::Transpose(a) => {
-            if let Shape::Matrix(r, c) = p.shapes[a.index()] {
-                super::kernels::transpose_into(buf(*a), r, c, out);
-            }
-        }
-        &ArrayOp::MatMul { a, b, .. } => {
-            if let Some(d) = matmul_dims(p, i) {
-                super::kernels::matmul_into(buf(a), buf(b), d, matmul_scratch, out);
-            }
-        }
-        ArrayOp::SumAxis { a, axis } => {
-            if let Shape::Matrix(r, c) = p.shapes[a.index()] {
-                super::kernels::sum_axis_into(buf(*a), r, c, *axis, out);
-            }
-        }
-        ArrayOp::BroadcastAxis { a, axis } => {
-            if let Shape::Matrix(_, c) = p.shapes[i] {
-                super::kernels::broadcast_axis_into(buf(*a), c, *axis, out);
-            }
-        }
+    let mut vals: [&[f64]; MAX_ARRAY_ARITY] = [&[]; MAX_ARRAY_ARITY];
+    let mut shapes = [Shape::Scalar; MAX_ARRAY_ARITY];
+    let n = args.len().min(MAX_ARRAY_ARITY);
+    for (k, &a) in args[..n].iter().enumerate() {
+        vals[k] = buf(k, a);
+        shapes[k] = p.shape(a);
     }
-}
-
-/// The dimensions of matrix product `i` of `p` (`None` if instruction `i`
-/// is not a product of matrices).
-pub(super) fn matmul_dims(p: &ArrayProgram, i: usize) -> Option<super::kernels::MatMulDims> {
-    let &ArrayOp::MatMul {
-        a,
-        b,
-        transpose_a,
-        transpose_b,
-    } = p.ops.get(i)?
-    else {
-        return None;
-    };
-    match (p.shapes[a.index()], p.shapes[b.index()]) {
-        (Shape::Matrix(a_rows, a_cols), Shape::Matrix(b_rows, b_cols)) => {
-            Some(super::kernels::MatMulDims {
-                a_rows,
-                a_cols,
-                b_rows,
-                b_cols,
-                transpose_a,
-                transpose_b,
-            })
-        }
-        _ => None,
-    }
-}
-
-/// `out = M x`, each row by the sums of [`super::kernels::dot4`] (the same
-/// bits), four rows at a time ([`super::kernels::rows_dot`]).
-fn matvec(m: &Matrix, x: &[f64], out: &mut [f64]) {
-    let cols = m.cols();
-    let (Some(x), Some(data)) = (x.get(..cols), m.as_slice().get(..out.len() * cols)) else {
-        // Not reached: the builder checks the shapes.
-        return;
-    };
-    super::kernels::rows_dot(data, cols, x, out);
-}
-
-/// `out = Mᵀ x`: `out[j] = (((0 + x₀ M₀ⱼ) + x₁ M₁ⱼ) + …)`, the rows added
-/// in order, four rows per pass over `out` (the same sums as one row per
-/// pass, with a quarter of the loads and stores of `out`).
-fn vecmat(m: &Matrix, x: &[f64], out: &mut [f64]) {
-    let cols = m.cols();
-    out.fill(0.0);
-    if cols == 0 {
-        return;
-    }
-    let rows = x.len().min(m.rows());
-    let (Some(data), Some(out)) = (m.as_slice().get(..rows * cols), out.get_mut(..cols)) else {
-        // Not reached: the builder checks the shapes.
-        return;
-    };
-    let mut quads = data.chunks_exact(4 * cols);
-    for (block, xs) in (&mut quads).zip(x.chunks_exact(4)) {
-        let (a, rest) = block.split_at(cols);
-        let (b, rest) = rest.split_at(cols);
-        let (c, d) = rest.split_at(cols);
-        for j in 0..cols {
-            out[j] = (((out[j] + xs[0] * a[j]) + xs[1] * b[j]) + xs[2] * c[j]) + xs[3] * d[j];
-        }
-    }
-    for (row, &xr) in quads
-        .remainder()
-        .chunks_exact(cols)
-        .zip(&x[rows - rows % 4..])
-    {
-        for (o, &mij) in out.iter_mut().zip(row) {
-            *o += xr * mij;
-        }
-    }
+    prim.eval(&vals[..n], &shapes[..n], out, out_shape, scratch);
 }
 
 impl ArrayProgram {

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use rustc_hash::FxHashMap;
 
 pub(crate) use super::shape::Shape;
-use crate::error::{check_len, Error, Result};
-use crate::program::{Builder, Op, Program, Var};
+use crate::error::{Error, Result};
+use crate::program::{Builder, Program, Var};
 
 /// A dense, row-major matrix of constant data, shared by reference count:
 /// programs hold it by pointer and never copy it into their instructions.
@@ -90,8 +90,11 @@ impl AVar {
 /// One instruction of an [`ArrayProgram`]. The shape of its value is
 /// [`ArrayProgram::shape`].
 ///
-/// The rules of each (value, pullback, pushforward) are in the book's
-/// chapter "Arrays".
+/// The program's structure (inputs, constants, and `map`, which carries a
+/// scalar body program) is written here; every other operation is an
+/// [`ArrayOp::Prim`] of the primitive table ([`ArrayPrimitive`]), one
+/// definition per operation. The rules of each are in the book's chapter
+/// "Arrays".
 #[derive(Clone, Debug)]
 pub enum ArrayOp {
     /// The `k`-th input.
@@ -114,144 +117,192 @@ pub enum ArrayOp {
     },
     /// Output `k` of the [`ArrayOp::Map`] `k` instructions earlier.
     MapOut(u32),
-    /// The sum of the elements (a scalar).
-    Sum(AVar),
-    /// A scalar repeated to this value's length.
-    Broadcast(AVar),
-    /// Elements `start .. start + len` of a vector, `len` this value's
-    /// length.
-    Slice {
-        /// The vector.
-        a: AVar,
-        /// First element taken.
-        start: usize,
-    },
-    /// Zeros of this value's length with `a` written at `start`: the
-    /// transpose of [`ArrayOp::Slice`].
-    Pad {
-        /// The vector placed.
-        a: AVar,
-        /// Where its first element goes.
-        start: usize,
-    },
-    /// `out[i] = a[idx[i]]`.
-    Gather {
-        /// The vector read.
-        a: AVar,
-        /// The indices, each below `a`'s length.
-        idx: Arc<[u32]>,
-        /// One more than the largest index (0 if there are none), computed
-        /// once, so that copying the instruction checks it in O(1).
-        bound: usize,
-    },
-    /// `out[idx[i]] += a[i]`, from zeros of this value's length: the
-    /// transpose of [`ArrayOp::Gather`].
-    ScatterAdd {
-        /// The vector of contributions.
-        a: AVar,
-        /// Where each goes, each below this value's length.
-        idx: Arc<[u32]>,
-        /// One more than the largest index (0 if there are none).
-        bound: usize,
-    },
-    /// `M v` for a constant `rows × cols` matrix and a vector of `cols`.
-    MatVec {
-        /// The matrix.
-        m: Arc<Matrix>,
-        /// The vector.
-        v: AVar,
-    },
-    /// `Mᵀ v` for a constant `rows × cols` matrix and a vector of `rows`:
-    /// the transpose of [`ArrayOp::MatVec`].
-    VecMat {
-        /// The matrix.
-        m: Arc<Matrix>,
-        /// The vector.
-        v: AVar,
-    },
-    /// The elements of `a` in row-major order, as this value's shape (of
-    /// the same number of elements). Its own transpose: the pullback
-    /// reshapes back.
-    Reshape(AVar),
-    /// `aᵀ` for a matrix `a`.
-    Transpose(AVar),
-    /// `op(a) · op(b)` for matrices, where `op(x)` is `xᵀ` if the flag is
-    /// set and `x` otherwise (the convention of BLAS `gemm`).
-    MatMul {
-        /// The left factor.
-        a: AVar,
-        /// The right factor.
-        b: AVar,
-        /// Whether the left factor is transposed.
-        transpose_a: bool,
-        /// Whether the right factor is transposed.
-        transpose_b: bool,
-    },
-    /// The sums of a matrix along an axis, as in NumPy: `axis = 0` sums
-    /// over the rows (one value per column), `axis = 1` over the columns
-    /// (one value per row).
-    SumAxis {
-        /// The matrix.
-        a: AVar,
-        /// 0 or 1.
-        axis: usize,
-    },
-    /// A vector repeated along a new axis into this value's matrix shape:
-    /// `axis = 0` repeats a row (`cols` elements) down the rows, `axis = 1`
-    /// a column (`rows` elements) across the columns. The transpose of
-    /// [`ArrayOp::SumAxis`] with the same axis.
-    BroadcastAxis {
-        /// The vector.
-        a: AVar,
-        /// 0 or 1.
-        axis: usize,
+    /// An operation of the primitive table applied to `args`.
+    Prim {
+        /// The operation, with its parameters.
+        prim: ArrayPrim,
+        /// The operands, at most [`MAX_ARRAY_ARITY`].
+        args: Vec<AVar>,
     },
 }
 
 impl ArrayOp {
     /// The array operands, in order.
     pub fn operands(&self) -> Vec<AVar> {
-        match self {
-            ArrayOp::Input(_) | ArrayOp::Fill(_) | ArrayOp::Const(_) | ArrayOp::MapOut(_) => {
-                Vec::new()
-            }
-            ArrayOp::Map { args, .. } => args.clone(),
-            ArrayOp::Sum(a) | ArrayOp::Broadcast(a) => vec![*a],
-            ArrayOp::Slice { a, .. }
-            | ArrayOp::Pad { a, .. }
-            | ArrayOp::Gather { a, .. }
-            | ArrayOp::ScatterAdd { a, .. } => vec![*a],
-            ArrayOp::MatVec { v, .. } | ArrayOp::VecMat { v, .. } => vec![*v],
-            ArrayOp::Reshape(a)
-            | ArrayOp::Transpose(a)
-            | ArrayOp::SumAxis { a, .. }
-            | ArrayOp::BroadcastAxis { a, .. } => vec![*a],
-            ArrayOp::MatMul { a, b, .. } => vec![*a, *b],
-        }
+        let mut v = Vec::new();
+        self.for_each_operand(|a| v.push(a));
+        v
     }
 
     /// Calls `f` on each operand, in order (without allocating).
     pub(crate) fn for_each_operand(&self, mut f: impl FnMut(AVar)) {
         match self {
             ArrayOp::Input(_) | ArrayOp::Fill(_) | ArrayOp::Const(_) | ArrayOp::MapOut(_) => {}
-            ArrayOp::Map { args, .. } => args.iter().for_each(|&a| f(a)),
-            ArrayOp::Sum(a)
-            | ArrayOp::Broadcast(a)
-            | ArrayOp::Slice { a, .. }
-            | ArrayOp::Pad { a, .. }
-            | ArrayOp::Gather { a, .. }
-            | ArrayOp::ScatterAdd { a, .. }
-            | ArrayOp::MatVec { v: a, .. }
-            | ArrayOp::VecMat { v: a, .. }
-            | ArrayOp::Reshape(a)
-            | ArrayOp::Transpose(a)
-            | ArrayOp::SumAxis { a, .. }
-            | ArrayOp::BroadcastAxis { a, .. } => f(*a),
-            ArrayOp::MatMul { a, b, .. } => {
-                f(*a);
-                f(*b);
+            ArrayOp::Map { args, .. } | ArrayOp::Prim { args, .. } => {
+                args.iter().for_each(|&a| f(a));
             }
         }
+    }
+
+    /// The operation of the table if this is one of type `P`, with its
+    /// operands.
+    pub fn prim<P: ArrayPrimitive>(&self) -> Option<(&P, &[AVar])> {
+        match self {
+            ArrayOp::Prim { prim, args } => prim.downcast_ref::<P>().map(|p| (p, args.as_slice())),
+            _ => None,
+        }
+    }
+}
+
+/// The most operands an [`ArrayOp::Prim`] takes: the executor passes them
+/// to [`ArrayPrimitive::eval`] from the stack.
+pub const MAX_ARRAY_ARITY: usize = 8;
+
+/// How an array primitive propagates Taylor coefficients (jets), the rule
+/// [`crate::array::TaylorProgram`] applies. Every operation of the table
+/// is linear or bilinear in its operands; a nonlinear one would add its own
+/// variant here.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaylorRule {
+    /// Linear in its operands jointly: coefficient `k` of the value is the
+    /// operation applied to coefficient `k` of each operand. A value whose
+    /// operands are all structural zeros is a structural zero.
+    Linear,
+    /// Bilinear in its two operands, `c = a ⊙ b`: `cₖ = Σⱼ aⱼ ⊙ bₖ₋ⱼ` (the
+    /// Cauchy product of the jets; Griewank & Walther, "Evaluating
+    /// Derivatives", 2nd ed., §13.2). A value with a structurally zero
+    /// operand is a structural zero.
+    Bilinear,
+}
+
+/// One array operation: the definition of a primitive of the array tier,
+/// in one place: its shape rule, value, pullback, pushforward, Taylor
+/// rule, CSE key, printing and its meaning in scalar arithmetic. The
+/// derivative rules have no default, so an operation without one does not
+/// compile. The crate's operations are in the family files of
+/// `src/array/prims/` (reductions, layout, indexing, linear algebra); a
+/// user may define more (the book's section "Adding an array operation").
+///
+/// The value's shape comes from [`ArrayPrimitive::shape`]; every other
+/// method may assume the operands have the shapes that rule accepted.
+pub trait ArrayPrimitive: std::any::Any + fmt::Debug + Send + Sync {
+    /// The name, as printed.
+    fn name(&self) -> &'static str;
+
+    /// The shape of the value for operands of these shapes.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::ShapeMismatch`], [`Error::LengthMismatch`] or
+    /// [`Error::IndexOutOfRange`] for operands the operation does not
+    /// take (the builder records it and [`ArrayBuilder::finish`] returns
+    /// it).
+    fn shape(&self, args: &[Shape]) -> Result<Shape>;
+
+    /// The words that, with the operation's type, its operands and the
+    /// value's shape, identify the value (common subexpressions are
+    /// shared): every parameter, a shared buffer by its address.
+    fn key(&self, words: &mut Vec<u64>);
+
+    /// The right-hand side of the instruction as printed, given the
+    /// operands' names.
+    fn print(&self, args: &[String], out: Shape) -> String;
+
+    /// Writes the value into `out` (of `out_shape.len()` elements).
+    /// `args[k]` holds operand `k` (of shape `shapes[k]`); `scratch` is a
+    /// buffer the caller keeps between runs.
+    fn eval(
+        &self,
+        args: &[&[f64]],
+        shapes: &[Shape],
+        out: &mut [f64],
+        out_shape: Shape,
+        scratch: &mut Vec<f64>,
+    );
+
+    /// The pullback: given the operands (`args`, in `b`) and the value's
+    /// cotangent `ct`, one cotangent contribution per operand (`None`
+    /// where there is none).
+    fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>>;
+
+    /// The pushforward: given the operands (`args`, in `b`) and their
+    /// tangents (`None` for a structural zero), the value's tangent
+    /// (`None` if it is a structural zero). `out` is the value's shape.
+    fn pushforward(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        tangents: &[Option<AVar>],
+        out: Shape,
+    ) -> Option<AVar>;
+
+    /// How Taylor coefficients pass through it.
+    fn taylor(&self) -> TaylorRule;
+
+    /// The value written in scalar arithmetic: `args[k]` are the elements
+    /// of operand `k` (row-major), the result the value's elements. This
+    /// is the operation's meaning element by element, independent of
+    /// [`ArrayPrimitive::eval`] and the derivative rules; tests compare
+    /// those against num-dual on it, and [`ArrayProgram::unroll`] builds
+    /// a scalar program from it.
+    fn unroll(&self, b: &mut Builder, args: &[&[Var]], shapes: &[Shape], out: Shape) -> Vec<Var>;
+
+    /// A simpler value for these operands, found while building (an
+    /// operand itself, a fill, an equivalent instruction), or `None`.
+    fn simplify(&self, b: &mut ArrayBuilder, args: &[AVar], out: Shape) -> Option<AVar> {
+        let _ = (b, args, out);
+        None
+    }
+
+    /// For an operation of one operand that reads it in place: element `i`
+    /// of the value is element `i + shift` of the operand for
+    /// `lo ≤ i < hi`, and zero elsewhere, as `(shift, lo, hi)`. The
+    /// executor then lets maps read the operand directly, never storing
+    /// the value.
+    fn view(&self, arg: Shape, out: Shape) -> Option<(isize, usize, usize)> {
+        let _ = (arg, out);
+        None
+    }
+}
+
+/// A handle on an operation of the array primitive table, with its
+/// parameters: what an [`ArrayOp::Prim`] instruction holds. Cloning shares
+/// the definition.
+#[derive(Clone)]
+pub struct ArrayPrim(Arc<dyn ArrayPrimitive>);
+
+impl ArrayPrim {
+    /// The handle on `p`.
+    pub fn new(p: impl ArrayPrimitive) -> ArrayPrim {
+        ArrayPrim(Arc::new(p))
+    }
+
+    /// The definition, if it is of type `P`.
+    pub fn downcast_ref<P: ArrayPrimitive>(&self) -> Option<&P> {
+        let any: &dyn std::any::Any = &*self.0;
+        any.downcast_ref::<P>()
+    }
+
+    /// The CSE key of this operation on `args` with a value of shape `out`.
+    fn key(&self, args: &[AVar], out: Shape) -> Key {
+        let mut words = Vec::new();
+        self.0.key(&mut words);
+        let any: &dyn std::any::Any = &*self.0;
+        Key::Prim(any.type_id(), args.to_vec(), words, out)
+    }
+}
+
+impl std::ops::Deref for ArrayPrim {
+    type Target = dyn ArrayPrimitive;
+
+    fn deref(&self) -> &Self::Target {
+        &*self.0
+    }
+}
+
+impl fmt::Debug for ArrayPrim {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
     }
 }
 
@@ -341,45 +392,9 @@ impl fmt::Display for ArrayProgram {
                     format!("map {} with\n    {body}", a.join(", "))
                 }
                 ArrayOp::MapOut(k) => format!("output {k} of %{}", i - *k as usize),
-                ArrayOp::Sum(a) => format!("sum {}", name(*a)),
-                ArrayOp::Broadcast(a) => format!("broadcast {}", name(*a)),
-                ArrayOp::Slice { a, start } => {
-                    let len = self.shapes[i].len();
-                    format!("{}[{start}..{}]", name(*a), start + len)
-                }
-                ArrayOp::Pad { a, start } => format!("pad {} at {start}", name(*a)),
-                ArrayOp::Gather { a, idx, .. } => {
-                    format!("gather {} at {}", name(*a), data(idx.len()))
-                }
-                ArrayOp::ScatterAdd { a, idx, .. } => {
-                    format!("scatter_add {} to {}", name(*a), data(idx.len()))
-                }
-                ArrayOp::MatVec { m, v } => {
-                    format!("matvec <{}×{} matrix> {}", m.rows(), m.cols(), name(*v))
-                }
-                ArrayOp::VecMat { m, v } => {
-                    format!("vecmat <{}×{} matrix> {}", m.rows(), m.cols(), name(*v))
-                }
-                ArrayOp::Reshape(a) => format!("reshape {}", name(*a)),
-                ArrayOp::Transpose(a) => format!("transpose {}", name(*a)),
-                ArrayOp::MatMul {
-                    a,
-                    b,
-                    transpose_a,
-                    transpose_b,
-                } => {
-                    let t = |x: bool| if x { "ᵀ" } else { "" };
-                    format!(
-                        "matmul {}{} {}{}",
-                        name(*a),
-                        t(*transpose_a),
-                        name(*b),
-                        t(*transpose_b)
-                    )
-                }
-                ArrayOp::SumAxis { a, axis } => format!("sum {} along axis {axis}", name(*a)),
-                ArrayOp::BroadcastAxis { a, axis } => {
-                    format!("broadcast {} along axis {axis}", name(*a))
+                ArrayOp::Prim { prim, args } => {
+                    let a: Vec<String> = args.iter().map(|&v| name(v)).collect();
+                    prim.print(&a, self.shapes[i])
                 }
             };
             writeln!(f, "  %{i}: {} = {rhs}", self.shapes[i])?;
@@ -453,12 +468,6 @@ impl ArrayProgram {
             .sum()
     }
 
-    /// Copies `self` into `b`, input `k` becoming `inputs[k]`; returns the
-    /// value map. Guards are copied.
-    pub(crate) fn inline_into(&self, b: &mut ArrayBuilder, inputs: &[AVar]) -> Vec<AVar> {
-        self.inline_with(b, inputs, |b, _, body, args| b.map(body.clone(), args))
-    }
-
     /// [`ArrayProgram::inline_into`] with each map emitted by
     /// `emit(builder, index, body, mapped arguments)`, which returns one
     /// value per body output.
@@ -500,95 +509,16 @@ impl ArrayProgram {
         }
         map
     }
-
-    /// Sequential composition `next ∘ self`: the outputs of `self` feed
-    /// the inputs of `next`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::ShapeMismatch`] if an output of `self` does not have the
-    /// shape of the matching input of `next`; [`Error::LengthMismatch`] if
-    /// the counts differ.
-    pub fn then(&self, next: &ArrayProgram) -> Result<ArrayProgram> {
-        check_len(
-            "ArrayProgram::then: outputs of the first vs inputs of the second",
-            next.input_shapes.len(),
-            self.outputs.len(),
-        )?;
-        for (o, s) in self.output_shapes().into_iter().zip(&next.input_shapes) {
-            if o != *s {
-                return Err(Error::ShapeMismatch {
-                    what: "ArrayProgram::then",
-                    expected: *s,
-                    got: o,
-                });
-            }
-        }
-        let mut b = ArrayBuilder::new();
-        let xs: Vec<AVar> = self.input_shapes.iter().map(|&s| b.input(s)).collect();
-        let m1 = self.inline_into(&mut b, &xs);
-        let mid: Vec<AVar> = self.outputs.iter().map(|o| m1[o.index()]).collect();
-        let m2 = next.inline_into(&mut b, &mid);
-        let outs: Vec<AVar> = next.outputs.iter().map(|o| m2[o.index()]).collect();
-        b.finish(&outs)
-    }
-
-    /// Partial evaluation: input `k` becomes the constant `c` (every
-    /// element) where `fixed[k] == Some(c)`, the others stay inputs, in
-    /// order; only the outputs listed in `keep` remain. Constants fold
-    /// into map bodies; `−0.0` is a structural zero.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LengthMismatch`] if `fixed` does not have one entry per
-    /// input; [`Error::IndexOutOfRange`] for an output that does not exist.
-    pub fn specialize(&self, fixed: &[Option<f64>], keep: &[usize]) -> Result<ArrayProgram> {
-        check_len(
-            "ArrayProgram::specialize: fixed inputs",
-            self.input_shapes.len(),
-            fixed.len(),
-        )?;
-        if let Some(&bad) = keep.iter().find(|&&k| k >= self.outputs.len()) {
-            return Err(Error::IndexOutOfRange {
-                what: "ArrayProgram::specialize: output",
-                index: bad,
-                len: self.outputs.len(),
-            });
-        }
-        let mut b = ArrayBuilder::new();
-        let xs: Vec<AVar> = fixed
-            .iter()
-            .zip(&self.input_shapes)
-            .map(|(f, &s)| match f {
-                Some(c) => b.fill(*c, s),
-                None => b.input(s),
-            })
-            .collect();
-        let map = self.inline_into(&mut b, &xs);
-        let outs: Vec<AVar> = keep.iter().map(|&k| map[self.outputs[k].index()]).collect();
-        b.finish(&outs)
-    }
 }
 
-/// CSE key of an instruction other than a map (maps are keyed by body
-/// pointer and arguments).
+/// CSE key of an instruction: a fill by its bits and shape, a map by its
+/// body's address and arguments, an operation of the table by its type,
+/// operands, parameter words and shape.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Key {
+pub(crate) enum Key {
     Fill(u64, Shape),
-    Sum(AVar),
-    Broadcast(AVar, usize),
-    Slice(AVar, usize, usize),
-    Pad(AVar, usize, usize),
-    Gather(AVar, usize),
-    ScatterAdd(AVar, usize, usize),
-    MatVec(AVar, usize),
-    VecMat(AVar, usize),
-    Reshape(AVar, Shape),
-    Transpose(AVar),
-    MatMul(AVar, AVar, bool, bool),
-    SumAxis(AVar, usize),
-    BroadcastAxis(AVar, usize, Shape),
     Map(usize, Vec<AVar>),
+    Prim(std::any::TypeId, Vec<AVar>, Vec<u64>, Shape),
 }
 
 /// Builds an [`ArrayProgram`] one instruction at a time, simplifying as it
@@ -612,23 +542,6 @@ pub struct ArrayBuilder {
     guards: Vec<ArrayGuard>,
     cse: FxHashMap<Key, AVar>,
     error: Option<Error>,
-}
-
-/// A scalar program with `n` inputs and one output, `prim` of them.
-fn prim_body(prim: crate::Prim, n: usize) -> Program {
-    let mut b = Builder::new();
-    let x: Vec<Var> = (0..n).map(|_| b.input()).collect();
-    let y = b.apply(prim, 0, &x);
-    b.finish_unchecked(&[y])
-}
-
-thread_local! {
-    static ADD_BODY: Arc<Program> = Arc::new(prim_body(crate::Prim::Add, 2));
-}
-
-/// The shared body `(a, b) ↦ a + b`.
-pub(crate) fn add_body() -> Arc<Program> {
-    ADD_BODY.with(Arc::clone)
 }
 
 impl ArrayBuilder {
@@ -664,14 +577,14 @@ impl ArrayBuilder {
         }
     }
 
-    fn push(&mut self, op: ArrayOp, shape: Shape) -> AVar {
+    pub(crate) fn push(&mut self, op: ArrayOp, shape: Shape) -> AVar {
         let v = AVar(self.ops.len() as u32);
         self.ops.push(op);
         self.shapes.push(shape);
         v
     }
 
-    fn push_cse(&mut self, key: Key, op: ArrayOp, shape: Shape) -> AVar {
+    pub(crate) fn push_cse(&mut self, key: Key, op: ArrayOp, shape: Shape) -> AVar {
         if let Some(&v) = self.cse.get(&key) {
             return v;
         }
@@ -698,7 +611,7 @@ impl ArrayBuilder {
     }
 
     /// The constant `c` if `v` is a `Fill`.
-    pub(crate) fn fill_of(&self, v: AVar) -> Option<f64> {
+    pub fn fill_of(&self, v: AVar) -> Option<f64> {
         match self.ops.get(v.index()) {
             Some(ArrayOp::Fill(c)) => Some(*c),
             _ => None,
@@ -743,566 +656,95 @@ impl ArrayBuilder {
         self.guards.push(ArrayGuard { a, b, ordering });
     }
 
-    /// Elementwise `body` (a scalar program with one input per argument)
-    /// over `args`; returns one value per body output. Scalar arguments are
-    /// broadcast; vector arguments must share one length.
-    pub fn map(&mut self, body: Arc<Program>, args: &[AVar]) -> Vec<AVar> {
-        let n_out = body.n_outputs();
-        if body.n_inputs() != args.len() {
+    /// Pushes map `body` over `args` (shape `shape`) and its extra
+    /// outputs, or finds the identical map; returns its first output.
+    pub(crate) fn push_map(&mut self, body: Arc<Program>, args: Vec<AVar>, shape: Shape) -> AVar {
+        let key = Key::Map(Arc::as_ptr(&body) as usize, args.clone());
+        if let Some(&v) = self.cse.get(&key) {
+            return v;
+        }
+        let n = body.n_outputs();
+        let v = self.push(ArrayOp::Map { body, args }, shape);
+        for k in 1..n {
+            self.push(ArrayOp::MapOut(k as u32), shape);
+        }
+        self.cse.insert(key, v);
+        v
+    }
+
+    /// Applies operation `prim` of the table to `args`: checks the
+    /// operands' shapes ([`ArrayPrimitive::shape`]; an error poisons the
+    /// builder and gives a scalar zero), folds structural zeros by the
+    /// operation's [`TaylorRule`] (a linear operation of zeros, a bilinear
+    /// one of a zero), tries [`ArrayPrimitive::simplify`], and shares an
+    /// identical instruction.
+    pub fn apply(&mut self, prim: impl ArrayPrimitive, args: &[AVar]) -> AVar {
+        self.apply_prim(ArrayPrim::new(prim), args)
+    }
+
+    /// [`ArrayBuilder::apply`] with a handle (a copy of an instruction).
+    pub fn apply_prim(&mut self, prim: ArrayPrim, args: &[AVar]) -> AVar {
+        if args.len() > MAX_ARRAY_ARITY {
             self.poison(Error::LengthMismatch {
-                what: "map: body inputs vs arguments",
-                expected: body.n_inputs(),
+                what: "array operation: operands, at most",
+                expected: MAX_ARRAY_ARITY,
                 got: args.len(),
             });
-            let z = self.zero(Shape::Scalar);
-            return vec![z; n_out];
-        }
-        // The shape of the result.
-        let mut shape = Shape::Scalar;
-        for &a in args {
-            let s = self.shape(a);
-            match (shape, s) {
-                (_, Shape::Scalar) => {}
-                (Shape::Scalar, v) => shape = v,
-                (v, w) if v == w => {}
-                (v, w) => {
-                    self.poison(Error::ShapeMismatch {
-                        what: "map: arguments",
-                        expected: v,
-                        got: w,
-                    });
-                    let z = self.zero(v);
-                    return vec![z; n_out];
-                }
-            }
-        }
-        // Plan each body input: a constant, the same as an earlier
-        // argument, or a new argument of the map.
-        enum Plan {
-            Const(f64),
-            Arg(usize),
-        }
-        let mut new_args: Vec<AVar> = Vec::with_capacity(args.len());
-        let mut plans = Vec::with_capacity(args.len());
-        for &a in args {
-            let mut a = a;
-            if let Some(ArrayOp::Broadcast(s)) = self.ops.get(a.index()) {
-                a = *s;
-            }
-            if let Some(c) = self.fill_of(a) {
-                plans.push(Plan::Const(c));
-            } else if let Some(j) = new_args.iter().position(|&x| x == a) {
-                plans.push(Plan::Arg(j));
-            } else {
-                plans.push(Plan::Arg(new_args.len()));
-                new_args.push(a);
-            }
-        }
-        let changed = new_args.len() != args.len()
-            || plans.iter().any(|p| matches!(p, Plan::Const(_)))
-            || new_args.iter().zip(args).any(|(a, b)| a != b);
-        let body = if changed {
-            let mut sb = Builder::with_capacity(body.len() + args.len());
-            let ins: Vec<Var> = (0..new_args.len()).map(|_| sb.input()).collect();
-            let inputs: Vec<Var> = plans
-                .iter()
-                .map(|p| match *p {
-                    Plan::Const(c) => sb.constant(c),
-                    Plan::Arg(j) => ins[j],
-                })
-                .collect();
-            let m = body.inline_into(&mut sb, &inputs);
-            let outs: Vec<Var> = body.outputs().iter().map(|o| m[o.index()]).collect();
-            Arc::new(sb.finish_unchecked(&outs).dce())
-        } else {
-            body
-        };
-        // Drop arguments the body no longer reads.
-        let (body, new_args) = drop_unused_inputs(body, new_args);
-        // Outputs that are constants or arguments need no map.
-        let mut result = vec![AVar(0); n_out];
-        let mut real: Vec<usize> = Vec::new();
-        // (Not where the body has guards: they must still be checked.)
-        let guarded = !body.guards().is_empty();
-        for (k, o) in body.outputs().iter().enumerate() {
-            match body.op(o.index()) {
-                _ if guarded => real.push(k),
-                Some(Op::Const(c)) => result[k] = self.fill(c, shape),
-                Some(Op::Input(j)) => {
-                    let a = new_args[j as usize];
-                    result[k] = if self.shape(a) == shape {
-                        a
-                    } else {
-                        self.broadcast(a, shape)
-                    };
-                }
-                _ => real.push(k),
-            }
-        }
-        if real.is_empty() {
-            return result;
-        }
-        let body = if real.len() == n_out {
-            body
-        } else {
-            let mut p = (*body).clone();
-            p.outputs = real.iter().map(|&k| body.outputs()[k]).collect();
-            p.output_blocks = vec![real.len()];
-            Arc::new(p.dce())
-        };
-        // A map all of whose arguments are scalars is a scalar; broadcast
-        // it if the arguments it lost (constants) made the shape.
-        let mut map_shape = Shape::Scalar;
-        for &a in &new_args {
-            if self.shape(a) != Shape::Scalar {
-                map_shape = self.shape(a);
-            }
-        }
-        let key = Key::Map(Arc::as_ptr(&body) as usize, new_args.clone());
-        let first = if let Some(&v) = self.cse.get(&key) {
-            v
-        } else {
-            let n = body.n_outputs();
-            let v = self.push(
-                ArrayOp::Map {
-                    body: body.clone(),
-                    args: new_args,
-                },
-                map_shape,
-            );
-            for k in 1..n {
-                self.push(ArrayOp::MapOut(k as u32), map_shape);
-            }
-            self.cse.insert(key, v);
-            v
-        };
-        for (j, &k) in real.iter().enumerate() {
-            let v = AVar(first.0 + j as u32);
-            result[k] = if map_shape == shape {
-                v
-            } else {
-                self.broadcast(v, shape)
-            };
-        }
-        result
-    }
-
-    /// `a + b` elementwise (scalars broadcast).
-    pub fn add(&mut self, a: AVar, b: AVar) -> AVar {
-        if self.is_zero(a) && self.shape(a) == self.shape(b) {
-            return b;
-        }
-        if self.is_zero(b) && self.shape(a) == self.shape(b) {
-            return a;
-        }
-        self.map(add_body(), &[a, b])[0]
-    }
-
-    /// The sum of the elements of `a`, a scalar.
-    pub fn sum(&mut self, a: AVar) -> AVar {
-        if self.shape(a) == Shape::Scalar {
-            return a;
-        }
-        if self.is_zero(a) {
             return self.zero(Shape::Scalar);
         }
-        self.push_cse(Key::Sum(a), ArrayOp::Sum(a), Shape::Scalar)
-    }
-
-    /// A scalar repeated to `shape`.
-    pub fn broadcast(&mut self, s: AVar, shape: Shape) -> AVar {
-        if self.shape(s) == shape {
-            return s;
+        let mut shapes = [Shape::Scalar; MAX_ARRAY_ARITY];
+        for (s, &a) in shapes.iter_mut().zip(args) {
+            *s = self.shape(a);
         }
-        if self.shape(s) != Shape::Scalar {
-            self.poison(Error::ShapeMismatch {
-                what: "broadcast: operand",
-                expected: Shape::Scalar,
-                got: self.shape(s),
-            });
-            return self.zero(shape);
-        }
-        if let Some(c) = self.fill_of(s) {
-            return self.fill(c, shape);
-        }
-        self.push_cse(Key::Broadcast(s, shape.len()), ArrayOp::Broadcast(s), shape)
-    }
-
-    fn vector_len(&mut self, a: AVar, what: &'static str) -> Option<usize> {
-        match self.shape(a) {
-            Shape::Vector(n) => Some(n),
-            s => {
-                self.poison(Error::ShapeMismatch {
-                    what,
-                    expected: Shape::Vector(0),
-                    got: s,
-                });
-                None
+        let out = match prim.shape(&shapes[..args.len()]) {
+            Ok(s) => s,
+            Err(e) => {
+                self.poison(e);
+                return self.zero(Shape::Scalar);
             }
-        }
-    }
-
-    fn matrix_dims(&mut self, a: AVar, what: &'static str) -> Option<(usize, usize)> {
-        match self.shape(a) {
-            Shape::Matrix(r, c) => Some((r, c)),
-            s => {
-                self.poison(Error::ShapeMismatch {
-                    what,
-                    expected: Shape::Matrix(0, 0),
-                    got: s,
-                });
-                None
-            }
-        }
-    }
-
-    /// The elements of `a`, row-major, as `shape` (of the same number of
-    /// elements): a vector as a matrix, a matrix as a vector, or a matrix
-    /// as another matrix.
-    pub fn reshape(&mut self, a: AVar, shape: Shape) -> AVar {
-        if self.shape(a) == shape {
-            return a;
-        }
-        if self.shape(a).len() != shape.len() {
-            self.poison(Error::LengthMismatch {
-                what: "reshape: elements",
-                expected: shape.len(),
-                got: self.shape(a).len(),
-            });
-            return self.zero(shape);
-        }
-        if let Some(c) = self.fill_of(a) {
-            return self.fill(c, shape);
-        }
-        match self.ops.get(a.index()) {
-            Some(&ArrayOp::Reshape(x)) => return self.reshape(x, shape),
-            // Constant data of the new shape: the same shared buffer.
-            Some(ArrayOp::Const(d)) => {
-                let d = d.clone();
-                return self.constant_shaped(d, shape);
-            }
-            _ => {}
-        }
-        self.push_cse(Key::Reshape(a, shape), ArrayOp::Reshape(a), shape)
-    }
-
-    /// `aᵀ` for a matrix `a`.
-    pub fn transpose(&mut self, a: AVar) -> AVar {
-        let Some((r, c)) = self.matrix_dims(a, "transpose: operand") else {
-            return self.zero(Shape::Scalar);
         };
-        let out = Shape::Matrix(c, r);
-        if let Some(c) = self.fill_of(a) {
-            return self.fill(c, out);
-        }
-        if let Some(&ArrayOp::Transpose(x)) = self.ops.get(a.index()) {
-            return x;
-        }
-        // A row or a column: the same elements in the same order.
-        if r <= 1 || c <= 1 {
-            return self.reshape(a, out);
-        }
-        self.push_cse(Key::Transpose(a), ArrayOp::Transpose(a), out)
-    }
-
-    /// `op(a) · op(b)` for matrices, `op(x) = xᵀ` where the flag is set.
-    /// A factor that is itself a transpose is folded into the flag.
-    pub fn matmul(&mut self, a: AVar, b: AVar, transpose_a: bool, transpose_b: bool) -> AVar {
-        let (Some(da), Some(db)) = (
-            self.matrix_dims(a, "matmul: left factor"),
-            self.matrix_dims(b, "matmul: right factor"),
-        ) else {
-            return self.zero(Shape::Scalar);
+        let zero = match prim.taylor() {
+            TaylorRule::Linear => args.iter().all(|&a| self.is_zero(a)),
+            TaylorRule::Bilinear => args.iter().any(|&a| self.is_zero(a)),
         };
-        let (m, k) = if transpose_a { (da.1, da.0) } else { da };
-        let (k2, n) = if transpose_b { (db.1, db.0) } else { db };
-        let out = Shape::Matrix(m, n);
-        if k != k2 {
-            self.poison(Error::LengthMismatch {
-                what: "matmul: columns of the left factor vs rows of the right",
-                expected: k,
-                got: k2,
-            });
+        if zero {
             return self.zero(out);
         }
-        if self.is_zero(a) || self.is_zero(b) {
-            return self.zero(out);
+        if let Some(v) = prim.simplify(self, args, out) {
+            return v;
         }
-        if let Some(&ArrayOp::Transpose(x)) = self.ops.get(a.index()) {
-            return self.matmul(x, b, !transpose_a, transpose_b);
-        }
-        if let Some(&ArrayOp::Transpose(x)) = self.ops.get(b.index()) {
-            return self.matmul(a, x, transpose_a, !transpose_b);
-        }
+        let key = prim.key(args, out);
         self.push_cse(
-            Key::MatMul(a, b, transpose_a, transpose_b),
-            ArrayOp::MatMul {
-                a,
-                b,
-                transpose_a,
-                transpose_b,
+            key,
+            ArrayOp::Prim {
+                prim,
+                args: args.to_vec(),
             },
             out,
         )
     }
 
-    /// The sums of matrix `a` along `axis` (0: one per column, 1: one per
-    /// row).
-    pub fn sum_axis(&mut self, a: AVar, axis: usize) -> AVar {
-        let Some((r, c)) = self.matrix_dims(a, "sum_axis: operand") else {
-            return self.zero(Shape::Scalar);
-        };
-        let out = match axis {
-            0 => Shape::Vector(c),
-            1 => Shape::Vector(r),
-            _ => {
-                self.poison(Error::IndexOutOfRange {
-                    what: "sum_axis: axis",
-                    index: axis,
-                    len: 2,
-                });
-                return self.zero(Shape::Scalar);
-            }
-        };
-        if self.is_zero(a) {
-            return self.zero(out);
-        }
-        self.push_cse(Key::SumAxis(a, axis), ArrayOp::SumAxis { a, axis }, out)
+    /// The instruction that defines `v`.
+    pub fn op(&self, v: AVar) -> Option<&ArrayOp> {
+        self.ops.get(v.index())
     }
 
-    /// Vector `v` repeated along `axis` into a `rows × cols` matrix
-    /// (axis 0: `v` is a row of `cols` elements; axis 1: a column of
-    /// `rows`).
-    pub fn broadcast_axis(&mut self, v: AVar, axis: usize, rows: usize, cols: usize) -> AVar {
-        let out = Shape::Matrix(rows, cols);
-        let Some(n) = self.vector_len(v, "broadcast_axis: operand") else {
-            return self.zero(out);
-        };
-        let need = match axis {
-            0 => cols,
-            1 => rows,
-            _ => {
-                self.poison(Error::IndexOutOfRange {
-                    what: "broadcast_axis: axis",
-                    index: axis,
-                    len: 2,
-                });
-                return self.zero(out);
-            }
-        };
-        if n != need {
-            self.poison(Error::LengthMismatch {
-                what: "broadcast_axis: vector vs matrix",
-                expected: need,
-                got: n,
-            });
-            return self.zero(out);
-        }
-        if let Some(c) = self.fill_of(v) {
-            return self.fill(c, out);
-        }
-        self.push_cse(
-            Key::BroadcastAxis(v, axis, out),
-            ArrayOp::BroadcastAxis { a: v, axis },
-            out,
-        )
-    }
-
-    /// Elements `start .. start + len` of vector `a`.
-    pub fn slice(&mut self, a: AVar, start: usize, len: usize) -> AVar {
-        let out = Shape::Vector(len);
-        let Some(n) = self.vector_len(a, "slice: operand") else {
-            return self.zero(out);
-        };
-        if start.checked_add(len).is_none_or(|e| e > n) {
-            self.poison(Error::IndexOutOfRange {
-                what: "slice: end",
-                index: start.saturating_add(len),
-                len: n,
-            });
-            return self.zero(out);
-        }
-        if start == 0 && len == n {
-            return a;
-        }
-        if let Some(c) = self.fill_of(a) {
-            return self.fill(c, out);
-        }
-        self.push_cse(Key::Slice(a, start, len), ArrayOp::Slice { a, start }, out)
-    }
-
-    /// Zeros of length `len` with vector `a` at `start`.
-    pub fn pad(&mut self, a: AVar, start: usize, len: usize) -> AVar {
-        let out = Shape::Vector(len);
-        let Some(n) = self.vector_len(a, "pad: operand") else {
-            return self.zero(out);
-        };
-        if start.checked_add(n).is_none_or(|e| e > len) {
-            self.poison(Error::IndexOutOfRange {
-                what: "pad: end",
-                index: start.saturating_add(n),
-                len,
-            });
-            return self.zero(out);
-        }
-        if start == 0 && n == len {
-            return a;
-        }
-        if self.is_zero(a) {
-            return self.zero(out);
-        }
-        self.push_cse(Key::Pad(a, start, len), ArrayOp::Pad { a, start }, out)
-    }
-
-    /// `out[i] = a[idx[i]]`.
-    pub fn gather(&mut self, a: AVar, idx: Arc<[u32]>) -> AVar {
-        let bound = index_bound(&idx);
-        self.gather_bounded(a, idx, bound)
-    }
-
-    /// [`ArrayBuilder::gather`] with the indices' bound already known.
-    pub(crate) fn gather_bounded(&mut self, a: AVar, idx: Arc<[u32]>, bound: usize) -> AVar {
-        let out = Shape::Vector(idx.len());
-        let Some(n) = self.vector_len(a, "gather: operand") else {
-            return self.zero(out);
-        };
-        if bound > n {
-            self.poison(Error::IndexOutOfRange {
-                what: "gather: index",
-                index: bound - 1,
-                len: n,
-            });
-            return self.zero(out);
-        }
-        if let Some(c) = self.fill_of(a) {
-            return self.fill(c, out);
-        }
-        let key = Key::Gather(a, idx.as_ptr() as usize);
-        self.push_cse(key, ArrayOp::Gather { a, idx, bound }, out)
-    }
-
-    /// `out[idx[i]] += a[i]` into zeros of length `len`.
-    pub fn scatter_add(&mut self, a: AVar, idx: Arc<[u32]>, len: usize) -> AVar {
-        let bound = index_bound(&idx);
-        self.scatter_add_bounded(a, idx, len, bound)
-    }
-
-    /// [`ArrayBuilder::scatter_add`] with the indices' bound already known.
-    pub(crate) fn scatter_add_bounded(
-        &mut self,
-        a: AVar,
-        idx: Arc<[u32]>,
-        len: usize,
-        bound: usize,
-    ) -> AVar {
-        let out = Shape::Vector(len);
-        let Some(n) = self.vector_len(a, "scatter_add: operand") else {
-            return self.zero(out);
-        };
-        if n != idx.len() {
-            self.poison(Error::LengthMismatch {
-                what: "scatter_add: indices vs values",
-                expected: n,
-                got: idx.len(),
-            });
-            return self.zero(out);
-        }
-        if bound > len {
-            self.poison(Error::IndexOutOfRange {
-                what: "scatter_add: index",
-                index: bound - 1,
-                len,
-            });
-            return self.zero(out);
-        }
-        if self.is_zero(a) {
-            return self.zero(out);
-        }
-        let key = Key::ScatterAdd(a, idx.as_ptr() as usize, len);
-        self.push_cse(key, ArrayOp::ScatterAdd { a, idx, bound }, out)
-    }
-
-    /// `M v`.
-    pub fn matvec(&mut self, m: Arc<Matrix>, v: AVar) -> AVar {
-        let out = Shape::Vector(m.rows());
-        let Some(n) = self.vector_len(v, "matvec: vector") else {
-            return self.zero(out);
-        };
-        if n != m.cols() {
-            self.poison(Error::LengthMismatch {
-                what: "matvec: vector vs matrix columns",
-                expected: m.cols(),
-                got: n,
-            });
-            return self.zero(out);
-        }
-        if self.is_zero(v) {
-            return self.zero(out);
-        }
-        let key = Key::MatVec(v, Arc::as_ptr(&m) as usize);
-        self.push_cse(key, ArrayOp::MatVec { m, v }, out)
-    }
-
-    /// `Mᵀ v`.
-    pub fn vecmat(&mut self, m: Arc<Matrix>, v: AVar) -> AVar {
-        let out = Shape::Vector(m.cols());
-        let Some(n) = self.vector_len(v, "vecmat: vector") else {
-            return self.zero(out);
-        };
-        if n != m.rows() {
-            self.poison(Error::LengthMismatch {
-                what: "vecmat: vector vs matrix rows",
-                expected: m.rows(),
-                got: n,
-            });
-            return self.zero(out);
-        }
-        if self.is_zero(v) {
-            return self.zero(out);
-        }
-        let key = Key::VecMat(v, Arc::as_ptr(&m) as usize);
-        self.push_cse(key, ArrayOp::VecMat { m, v }, out)
-    }
-
-    /// Copies a non-map, non-input instruction with operands renamed
-    /// through `map`, through the simplifying constructors.
+    /// Copies an instruction other than an input or a map with operands
+    /// renamed through `map`, through the simplifying constructors.
     pub(crate) fn copy_op(&mut self, op: &ArrayOp, shape: Shape, map: &[AVar]) -> AVar {
-        let m = |v: &AVar| map[v.index()];
         match op {
             ArrayOp::Input(_) | ArrayOp::Map { .. } | ArrayOp::MapOut(_) => {
-                // Handled by the caller (inline_into); unreachable for
+                // Handled by the caller (inline_with); unreachable for
                 // well-formed programs.
                 self.poison(Error::Malformed(crate::error::Malformation::Blocks));
                 self.zero(shape)
             }
             ArrayOp::Fill(c) => self.fill(*c, shape),
             ArrayOp::Const(d) => self.constant_shaped(d.clone(), shape),
-            ArrayOp::Sum(a) => self.sum(m(a)),
-            ArrayOp::Broadcast(a) => self.broadcast(m(a), shape),
-            ArrayOp::Slice { a, start } => self.slice(m(a), *start, shape.len()),
-            ArrayOp::Pad { a, start } => self.pad(m(a), *start, shape.len()),
-            ArrayOp::Gather { a, idx, bound } => self.gather_bounded(m(a), idx.clone(), *bound),
-            ArrayOp::ScatterAdd { a, idx, bound } => {
-                self.scatter_add_bounded(m(a), idx.clone(), shape.len(), *bound)
+            ArrayOp::Prim { prim, args } => {
+                let args: Vec<AVar> = args.iter().map(|a| map[a.index()]).collect();
+                self.apply_prim(prim.clone(), &args)
             }
-            ArrayOp::MatVec { m: mat, v } => self.matvec(mat.clone(), m(v)),
-            ArrayOp::VecMat { m: mat, v } => self.vecmat(mat.clone(), m(v)),
-            ArrayOp::Reshape(a) => self.reshape(m(a), shape),
-            ArrayOp::Transpose(a) => self.transpose(m(a)),
-            ArrayOp::MatMul {
-                a,
-                b,
-                transpose_a,
-                transpose_b,
-            } => self.matmul(m(a), m(b), *transpose_a, *transpose_b),
-            ArrayOp::SumAxis { a, axis } => self.sum_axis(m(a), *axis),
-            ArrayOp::BroadcastAxis { a, axis } => match shape {
-                Shape::Matrix(r, c) => self.broadcast_axis(m(a), *axis, r, c),
-                _ => {
-                    self.poison(Error::Malformed(crate::error::Malformation::Blocks));
-                    self.zero(shape)
-                }
-            },
         }
     }
 
@@ -1339,60 +781,6 @@ impl ArrayBuilder {
         .dce()
         .fuse_maps()
         .with_fresh_id())
-    }
-}
-
-/// One more than the largest index (0 for none): what a gather or
-/// scatter-add checks against the length it indexes.
-pub(crate) fn index_bound(idx: &[u32]) -> usize {
-    idx.iter().map(|&i| i as usize + 1).max().unwrap_or(0)
-}
-
-/// Removes body inputs that no instruction or output reads, and the
-/// matching arguments.
-fn drop_unused_inputs(body: Arc<Program>, args: Vec<AVar>) -> (Arc<Program>, Vec<AVar>) {
-    let mut used = vec![false; body.n_inputs()];
-    let input_of = |v: Var| match body.op(v.index()) {
-        Some(Op::Input(k)) => Some(k as usize),
-        _ => None,
-    };
-    for op in body.ops() {
-        for &o in op.operands() {
-            if let Some(k) = input_of(o) {
-                used[k] = true;
-            }
-        }
-    }
-    for &o in body.outputs() {
-        if let Some(k) = input_of(o) {
-            used[k] = true;
-        }
-    }
-    for g in body.guards() {
-        for v in [g.a, g.b] {
-            if let Some(k) = input_of(v) {
-                used[k] = true;
-            }
-        }
-    }
-    if used.iter().all(|&u| u) {
-        return (body, args);
-    }
-    let fixed: Vec<Option<f64>> = used
-        .iter()
-        .map(|&u| if u { None } else { Some(0.0) })
-        .collect();
-    let keep: Vec<usize> = (0..body.n_outputs()).collect();
-    let new_args = args
-        .into_iter()
-        .zip(&used)
-        .filter(|(_, &u)| u)
-        .map(|(a, _)| a)
-        .collect();
-    match body.specialize(&fixed, &keep) {
-        Ok(p) => (Arc::new(p), new_args),
-        // specialize only fails on bad lengths, which these are not.
-        Err(_) => (body, Vec::new()),
     }
 }
 
@@ -1592,54 +980,9 @@ fn rename(op: &ArrayOp, map: &[AVar]) -> ArrayOp {
             body: body.clone(),
             args: args.iter().map(m).collect(),
         },
-        ArrayOp::Sum(a) => ArrayOp::Sum(m(a)),
-        ArrayOp::Broadcast(a) => ArrayOp::Broadcast(m(a)),
-        ArrayOp::Slice { a, start } => ArrayOp::Slice {
-            a: m(a),
-            start: *start,
-        },
-        ArrayOp::Pad { a, start } => ArrayOp::Pad {
-            a: m(a),
-            start: *start,
-        },
-        ArrayOp::Gather { a, idx, bound } => ArrayOp::Gather {
-            a: m(a),
-            idx: idx.clone(),
-            bound: *bound,
-        },
-        ArrayOp::ScatterAdd { a, idx, bound } => ArrayOp::ScatterAdd {
-            a: m(a),
-            idx: idx.clone(),
-            bound: *bound,
-        },
-        ArrayOp::MatVec { m: mat, v } => ArrayOp::MatVec {
-            m: mat.clone(),
-            v: m(v),
-        },
-        ArrayOp::VecMat { m: mat, v } => ArrayOp::VecMat {
-            m: mat.clone(),
-            v: m(v),
-        },
-        ArrayOp::Reshape(a) => ArrayOp::Reshape(m(a)),
-        ArrayOp::Transpose(a) => ArrayOp::Transpose(m(a)),
-        ArrayOp::MatMul {
-            a,
-            b,
-            transpose_a,
-            transpose_b,
-        } => ArrayOp::MatMul {
-            a: m(a),
-            b: m(b),
-            transpose_a: *transpose_a,
-            transpose_b: *transpose_b,
-        },
-        ArrayOp::SumAxis { a, axis } => ArrayOp::SumAxis {
-            a: m(a),
-            axis: *axis,
-        },
-        ArrayOp::BroadcastAxis { a, axis } => ArrayOp::BroadcastAxis {
-            a: m(a),
-            axis: *axis,
+        ArrayOp::Prim { prim, args } => ArrayOp::Prim {
+            prim: prim.clone(),
+            args: args.iter().map(m).collect(),
         },
     }
 }

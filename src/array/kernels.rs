@@ -265,3 +265,48 @@ pub(crate) fn broadcast_axis_into<T: Real>(v: &[T], cols: usize, axis: usize, ou
         }
     }
 }
+
+/// `out = M x`, each row by the sums of [`dot4`] (the same
+/// bits), four rows at a time ([`rows_dot`]).
+pub(crate) fn matvec_into(m: &super::ir::Matrix, x: &[f64], out: &mut [f64]) {
+    let cols = m.cols();
+    let (Some(x), Some(data)) = (x.get(..cols), m.as_slice().get(..out.len() * cols)) else {
+        // Not reached: the builder checks the shapes.
+        return;
+    };
+    rows_dot(data, cols, x, out);
+}
+
+/// `out = Mᵀ x`: `out[j] = (((0 + x₀ M₀ⱼ) + x₁ M₁ⱼ) + …)`, the rows added
+/// in order, four rows per pass over `out` (the same sums as one row per
+/// pass, with a quarter of the loads and stores of `out`).
+pub(crate) fn vecmat_into(m: &super::ir::Matrix, x: &[f64], out: &mut [f64]) {
+    let cols = m.cols();
+    out.fill(0.0);
+    if cols == 0 {
+        return;
+    }
+    let rows = x.len().min(m.rows());
+    let (Some(data), Some(out)) = (m.as_slice().get(..rows * cols), out.get_mut(..cols)) else {
+        // Not reached: the builder checks the shapes.
+        return;
+    };
+    let mut quads = data.chunks_exact(4 * cols);
+    for (block, xs) in (&mut quads).zip(x.chunks_exact(4)) {
+        let (a, rest) = block.split_at(cols);
+        let (b, rest) = rest.split_at(cols);
+        let (c, d) = rest.split_at(cols);
+        for j in 0..cols {
+            out[j] = (((out[j] + xs[0] * a[j]) + xs[1] * b[j]) + xs[2] * c[j]) + xs[3] * d[j];
+        }
+    }
+    for (row, &xr) in quads
+        .remainder()
+        .chunks_exact(cols)
+        .zip(&x[rows - rows % 4..])
+    {
+        for (o, &mij) in out.iter_mut().zip(row) {
+            *o += xr * mij;
+        }
+    }
+}

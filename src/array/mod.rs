@@ -64,17 +64,23 @@ mod drivers;
 mod exec;
 mod ir;
 mod kernels;
+mod map;
 mod mat;
 mod nested;
+pub mod prims;
 mod shape;
 mod taylor;
 mod trace;
 mod transform;
+mod unroll;
 
 pub use api::{Array, Dense, Indices};
 pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
 pub use exec::ArrayWorkspace;
-pub use ir::{AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayProgram, Matrix};
+pub use ir::{
+    AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayPrim, ArrayPrimitive, ArrayProgram, Matrix,
+    TaylorRule, MAX_ARRAY_ARITY,
+};
 pub use kernels::MatMulDims;
 pub use mat::Mat;
 pub use nested::{Level, Nested};

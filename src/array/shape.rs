@@ -5,8 +5,8 @@ use std::fmt;
 /// The shape of an array value: a scalar (rank 0), a vector of `n`
 /// elements (rank 1) or a `rows × cols` matrix (rank 2), stored row-major.
 /// Constant matrices also enter programs as data ([`Matrix`](super::Matrix)) through
-/// [`ArrayOp::MatVec`](super::ArrayOp::MatVec) and
-/// [`ArrayOp::VecMat`](super::ArrayOp::VecMat).
+/// [`MatVec`](super::prims::MatVec) and
+/// [`VecMat`](super::prims::VecMat).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
 pub enum Shape {

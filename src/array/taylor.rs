@@ -6,12 +6,13 @@
 //! Walther, *Evaluating Derivatives*, 2nd ed., §13.2, for the products and
 //! the elementary functions):
 //!
-//! * a **linear** instruction `y = L a` (sum, broadcast, slice, pad, gather,
-//!   scatter-add, the products with constant matrices, reshape, transpose,
-//!   the axis sums and broadcasts) maps coefficient `k` to coefficient `k`:
-//!   `yₖ = L aₖ`;
-//! * the **bilinear** matrix product of two traced factors is a Cauchy
-//!   product, `Cₖ = Σᵢ₌₀ᵏ op(Aᵢ) op(Bₖ₋ᵢ)`;
+//! * an operation of the table says which rule it follows
+//!   ([`super::TaylorRule`]): a **linear** one `y = L a` (sum, broadcast,
+//!   slice, pad, gather, scatter-add, the products with constant matrices,
+//!   reshape, transpose, the axis sums and broadcasts) maps coefficient
+//!   `k` to coefficient `k`, `yₖ = L aₖ`; a **bilinear** one (the matrix
+//!   product of two traced factors) is a Cauchy product,
+//!   `Cₖ = Σᵢ₌₀ᵏ op(Aᵢ) op(Bₖ₋ᵢ)`;
 //! * a **map** runs the scalar Taylor functor of its body
 //!   ([`crate::functor::TaylorProgram`]) element by element, so every
 //!   primitive of the table and every user rule keeps its own `O(K²)`
@@ -23,9 +24,8 @@
 //! instruction can reach from the inputs: a constant has degree 0, a
 //! product of degrees `p` and `q` degree `p + q`) are never computed.
 
-use super::exec::{check_guards, matmul_dims, structural_value};
-use super::ir::{AVar, ArrayOp, ArrayProgram, Shape};
-use super::kernels::{matmul_into, MatMulDims};
+use super::exec::{check_guards, prim_value};
+use super::ir::{AVar, ArrayOp, ArrayProgram, Shape, TaylorRule};
 use crate::error::{Error, Result};
 use crate::functor::{TaylorProgram as ScalarTaylor, MAX_TAYLOR_ORDER};
 
@@ -34,8 +34,6 @@ use crate::functor::{TaylorProgram as ScalarTaylor, MAX_TAYLOR_ORDER};
 enum Jet {
     /// A map: the scalar Taylor program of its body.
     Map(Box<ScalarTaylor>),
-    /// A product of two matrices: its dimensions (a Cauchy product).
-    Product(MatMulDims),
     /// Every other instruction: by its operation alone.
     Plain,
 }
@@ -145,21 +143,13 @@ impl TaylorProgram {
                     map_outputs[m].push((k as usize, i));
                     top[m]
                 }
-                ArrayOp::MatMul { a, b, .. } => {
-                    // The builder checked the shapes, so the dimensions
-                    // exist; were they missing, the value would stay zero,
-                    // as in the executor.
-                    if let Some(d) = matmul_dims(p, i) {
-                        jets[i] = Jet::Product(d);
+                ArrayOp::Prim { prim, args } => match prim.taylor() {
+                    TaylorRule::Linear => args.iter().map(deg).max().unwrap_or(0),
+                    TaylorRule::Bilinear => {
+                        term = term.max(p.shapes[i].len());
+                        args.iter().map(deg).sum::<usize>().min(degree)
                     }
-                    term = term.max(p.shapes[i].len());
-                    (deg(a) + deg(b)).min(degree)
-                }
-                op => {
-                    let mut d = 0;
-                    op.for_each_operand(|a| d = d.max(top[a.index()]));
-                    d
-                }
+                },
             };
         }
         Ok(TaylorProgram {
@@ -286,50 +276,48 @@ impl TaylorProgram {
                     }
                 }
             }
-            (&ArrayOp::MatMul { a, b, .. }, &mut Jet::Product(d)) => {
-                // Cₖ = Σⱼ op(Aⱼ) op(Bₖ₋ⱼ), terms of structurally zero
-                // coefficients left out.
-                let (ta, tb) = (top[a.index()], top[b.index()]);
+            (ArrayOp::Map { .. }, _) => return Err(Error::WorkspaceMismatch),
+            (ArrayOp::Prim { prim, args }, _) => {
                 let out = &mut rest[0];
-                for k in 0..=top[i] {
-                    let dst = &mut out[k * n..(k + 1) * n];
-                    dst.fill(0.0);
-                    for j in k.saturating_sub(tb)..=k.min(ta) {
-                        let t = &mut term[..n];
-                        matmul_into(coef(a, j), coef(b, k - j), d, matmul_scratch, t);
-                        for (o, &x) in dst.iter_mut().zip(t.iter()) {
-                            *o += x;
+                let shape = p.shapes[i];
+                match (prim.taylor(), args.as_slice()) {
+                    // Coefficient k of the value is the operation on
+                    // coefficient k of the operands.
+                    (TaylorRule::Linear, _) => {
+                        for k in 0..=top[i] {
+                            let dst = &mut out[k * n..(k + 1) * n];
+                            prim_value(
+                                p,
+                                prim,
+                                args,
+                                |_, a| coef(a, k),
+                                shape,
+                                matmul_scratch,
+                                dst,
+                            );
                         }
                     }
-                }
-            }
-            // A map or a product always has its `Jet` from `new`.
-            (ArrayOp::Map { .. }, _) | (ArrayOp::MatMul { .. }, _) => {
-                return Err(Error::WorkspaceMismatch);
-            }
-            // Linear: coefficient k of the value is the operation on
-            // coefficient k of the operand. Listed one by one (no
-            // catch-all), so that an operation added without its Taylor
-            // rule here does not compile.
-            (
-                ArrayOp::Sum(_)
-                | ArrayOp::Broadcast(_)
-                | ArrayOp::Slice { .. }
-                | ArrayOp::Pad { .. }
-                | ArrayOp::Gather { .. }
-                | ArrayOp::ScatterAdd { .. }
-                | ArrayOp::MatVec { .. }
-                | ArrayOp::VecMat { .. }
-                | ArrayOp::Reshape(_)
-                | ArrayOp::Transpose(_)
-                | ArrayOp::SumAxis { .. }
-                | ArrayOp::BroadcastAxis { .. },
-                _,
-            ) => {
-                let out = &mut rest[0];
-                for k in 0..=top[i] {
-                    let dst = &mut out[k * n..(k + 1) * n];
-                    structural_value(p, i, |a| coef(a, k), matmul_scratch, dst);
+                    // Cₖ = Σⱼ Aⱼ ⊙ Bₖ₋ⱼ, terms of structurally zero
+                    // coefficients left out.
+                    (TaylorRule::Bilinear, &[a, b]) => {
+                        // `a` may be `b` (A·A): operands are read by position.
+                        let (ta, tb) = (top[a.index()], top[b.index()]);
+                        for k in 0..=top[i] {
+                            let dst = &mut out[k * n..(k + 1) * n];
+                            dst.fill(0.0);
+                            for j in k.saturating_sub(tb)..=k.min(ta) {
+                                let t = &mut term[..n];
+                                let pair =
+                                    |pos: usize, v: AVar| coef(v, if pos == 0 { j } else { k - j });
+                                prim_value(p, prim, args, pair, shape, matmul_scratch, t);
+                                for (o, &x) in dst.iter_mut().zip(t.iter()) {
+                                    *o += x;
+                                }
+                            }
+                        }
+                    }
+                    // A bilinear operation has two operands.
+                    (TaylorRule::Bilinear, _) => return Err(Error::WorkspaceMismatch),
                 }
             }
         }

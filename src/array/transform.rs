@@ -171,70 +171,14 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
                     acc(&mut b, &mut adj[a.index()], c);
                 }
             }
-            op => {
+            ArrayOp::Prim { prim, args } => {
                 let Some(ct) = adj[i] else { continue };
-                let (a, c) = match op {
-                    ArrayOp::Sum(a) => (*a, b.broadcast(ct, p.shapes[a.index()])),
-                    ArrayOp::Broadcast(a) => (*a, b.sum(ct)),
-                    ArrayOp::Slice { a, start } => {
-                        (*a, b.pad(ct, *start, p.shapes[a.index()].len()))
+                let margs: Vec<AVar> = args.iter().map(|&a| m(a)).collect();
+                let contribs = prim.pullback(&mut b, &margs, ct);
+                for (&a, c) in args.iter().zip(contribs) {
+                    if let Some(c) = c.filter(|&c| !b.is_zero(c)) {
+                        acc(&mut b, &mut adj[a.index()], c);
                     }
-                    ArrayOp::Pad { a, start } => {
-                        (*a, b.slice(ct, *start, p.shapes[a.index()].len()))
-                    }
-                    ArrayOp::Gather { a, idx, bound } => (
-                        *a,
-                        b.scatter_add_bounded(ct, idx.clone(), p.shapes[a.index()].len(), *bound),
-                    ),
-                    ArrayOp::ScatterAdd { a, idx, bound } => {
-                        (*a, b.gather_bounded(ct, idx.clone(), *bound))
-                    }
-                    ArrayOp::MatVec { m: mat, v } => (*v, b.vecmat(mat.clone(), ct)),
-                    ArrayOp::VecMat { m: mat, v } => (*v, b.matvec(mat.clone(), ct)),
-                    ArrayOp::Reshape(a) => (*a, b.reshape(ct, p.shapes[a.index()])),
-                    ArrayOp::Transpose(a) => (*a, b.transpose(ct)),
-                    ArrayOp::SumAxis { a, axis } => {
-                        let Shape::Matrix(r, c) = p.shapes[a.index()] else {
-                            continue;
-                        };
-                        (*a, b.broadcast_axis(ct, *axis, r, c))
-                    }
-                    ArrayOp::BroadcastAxis { a, axis } => (*a, b.sum_axis(ct, *axis)),
-                    &ArrayOp::MatMul {
-                        a: x,
-                        b: y,
-                        transpose_a: ta,
-                        transpose_b: tb,
-                    } => {
-                        // C = op(X) op(Y): X̄ and Ȳ as products of C̄ and the
-                        // other factor, transposed as each case needs.
-                        let (mx, my) = (m(x), m(y));
-                        let xbar = if ta {
-                            b.matmul(my, ct, tb, true)
-                        } else {
-                            b.matmul(ct, my, false, !tb)
-                        };
-                        if !b.is_zero(xbar) {
-                            acc(&mut b, &mut adj[x.index()], xbar);
-                        }
-                        let ybar = if tb {
-                            b.matmul(ct, mx, true, ta)
-                        } else {
-                            b.matmul(mx, ct, !ta, false)
-                        };
-                        (y, ybar)
-                    }
-                    // Handled by the arms above; listed (no catch-all) so
-                    // that an operation added without its pullback here
-                    // does not compile.
-                    ArrayOp::Input(_)
-                    | ArrayOp::Fill(_)
-                    | ArrayOp::Const(_)
-                    | ArrayOp::MapOut(_)
-                    | ArrayOp::Map { .. } => continue,
-                };
-                if !b.is_zero(c) {
-                    acc(&mut b, &mut adj[a.index()], c);
                 }
             }
         }
@@ -305,39 +249,13 @@ pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
                 i += n_out.max(1);
                 continue;
             }
-            ArrayOp::Sum(a) => t(a).map(|ta| b.sum(ta)),
-            ArrayOp::Broadcast(a) => t(a).map(|ta| b.broadcast(ta, shape)),
-            ArrayOp::Slice { a, start } => t(a).map(|ta| b.slice(ta, *start, shape.len())),
-            ArrayOp::Pad { a, start } => t(a).map(|ta| b.pad(ta, *start, shape.len())),
-            ArrayOp::Gather { a, idx, bound } => {
-                t(a).map(|ta| b.gather_bounded(ta, idx.clone(), *bound))
-            }
-            ArrayOp::ScatterAdd { a, idx, bound } => {
-                t(a).map(|ta| b.scatter_add_bounded(ta, idx.clone(), shape.len(), *bound))
-            }
-            ArrayOp::MatVec { m: mat, v } => t(v).map(|tv| b.matvec(mat.clone(), tv)),
-            ArrayOp::VecMat { m: mat, v } => t(v).map(|tv| b.vecmat(mat.clone(), tv)),
-            ArrayOp::Reshape(a) => t(a).map(|ta| b.reshape(ta, shape)),
-            ArrayOp::Transpose(a) => t(a).map(|ta| b.transpose(ta)),
-            ArrayOp::SumAxis { a, axis } => t(a).map(|ta| b.sum_axis(ta, *axis)),
-            ArrayOp::BroadcastAxis { a, axis } => match shape {
-                Shape::Matrix(r, c) => t(a).map(|ta| b.broadcast_axis(ta, *axis, r, c)),
-                // Not built: the builder gives a broadcast along an axis a
-                // matrix shape.
-                Shape::Scalar | Shape::Vector(_) => None,
-            },
-            &ArrayOp::MatMul {
-                a: x,
-                b: y,
-                transpose_a: ta,
-                transpose_b: tb,
-            } => {
-                // Ċ = op(Ẋ) op(Y) + op(X) op(Ẏ), the terms present.
-                let dx = t(&x).map(|tx| b.matmul(tx, m(y), ta, tb));
-                let dy = t(&y).map(|ty| b.matmul(m(x), ty, ta, tb));
-                match (dx, dy) {
-                    (Some(u), Some(w)) => Some(b.add(u, w)),
-                    (u, w) => u.or(w),
+            ArrayOp::Prim { prim, args } => {
+                let ts: Vec<Option<AVar>> = args.iter().map(t).collect();
+                if ts.iter().all(Option::is_none) {
+                    None
+                } else {
+                    let margs: Vec<AVar> = args.iter().map(|&a| m(a)).collect();
+                    prim.pushforward(&mut b, &margs, &ts, shape)
                 }
             }
         };

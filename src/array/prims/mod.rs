@@ -1,0 +1,87 @@
+//! The array primitive table: one definition per operation
+//! ([`ArrayPrimitive`](super::ArrayPrimitive)), grouped by family as the
+//! scalar table is:
+//!
+//! * `reduce`: `sum`, `sum_axis`;
+//! * `layout`: `broadcast`, `broadcast_axis`, `reshape`, `transpose`;
+//! * `index`: `slice`, `pad`, `gather`, `scatter_add`;
+//! * `linalg`: `matvec`, `vecmat`, `matmul`.
+//!
+//! Each family file also holds the [`ArrayBuilder`](super::ArrayBuilder) methods that build its
+//! operations, and a list of example instances that the tests walk
+//! ([`examples`]): every operation there is checked for every rule without
+//! the tests naming it.
+
+mod index;
+mod layout;
+mod linalg;
+mod reduce;
+
+pub(crate) use index::index_bound;
+pub use index::{Gather, Pad, ScatterAdd, Slice};
+pub use layout::{Broadcast, BroadcastAxis, Reshape, Transpose};
+pub use linalg::{MatMul, MatVec, VecMat};
+pub use reduce::{Sum, SumAxis};
+
+use super::ir::{ArrayPrim, Shape};
+use crate::error::{Error, Result};
+use crate::program::{Builder, Var};
+
+/// Instances of every operation of the table with the shapes of their
+/// operands, for operands of about `n` elements (`n ≥ 2`): what the
+/// table's tests walk, so that an operation added to a family's list is
+/// tested for every rule without the tests naming it.
+#[doc(hidden)]
+pub fn examples(n: usize) -> Vec<(ArrayPrim, Vec<Shape>)> {
+    let mut all = Vec::new();
+    reduce::examples(n.max(2), &mut all);
+    layout::examples(n.max(2), &mut all);
+    index::examples(n.max(2), &mut all);
+    linalg::examples(n.max(2), &mut all);
+    all
+}
+
+/// The operands' shapes as an array of `N`, or an error naming `what`.
+fn operands<const N: usize>(args: &[Shape], what: &'static str) -> Result<[Shape; N]> {
+    <[Shape; N]>::try_from(args).map_err(|_| Error::LengthMismatch {
+        what,
+        expected: N,
+        got: args.len(),
+    })
+}
+
+/// The length of a vector operand.
+fn vector_len(s: Shape, what: &'static str) -> Result<usize> {
+    match s {
+        Shape::Vector(n) => Ok(n),
+        s => Err(Error::ShapeMismatch {
+            what,
+            expected: Shape::Vector(0),
+            got: s,
+        }),
+    }
+}
+
+/// The dimensions of a matrix operand.
+fn matrix_dims(s: Shape, what: &'static str) -> Result<(usize, usize)> {
+    match s {
+        Shape::Matrix(r, c) => Ok((r, c)),
+        s => Err(Error::ShapeMismatch {
+            what,
+            expected: Shape::Matrix(0, 0),
+            got: s,
+        }),
+    }
+}
+
+/// `Σ xᵢ` in scalar instructions, left to right (`+0.0` for none).
+fn scalar_sum(b: &mut Builder, xs: impl IntoIterator<Item = Var>) -> Var {
+    let mut acc: Option<Var> = None;
+    for x in xs {
+        acc = Some(match acc {
+            Some(a) => b.add(a, x),
+            None => x,
+        });
+    }
+    acc.unwrap_or_else(|| b.constant(0.0))
+}
