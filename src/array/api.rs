@@ -188,6 +188,22 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
         Ok(self.map2(b, |x, y| x * y)?.sum())
     }
 
+    /// The prefix sums `outᵢ = Σ_{j ≤ i} selfⱼ` (NumPy's `cumsum`), of
+    /// the same length. Linear: its pullback is the prefix sum of the
+    /// cotangent taken from the end.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::array::{self, Array, Dense};
+    ///
+    /// assert_eq!(Dense::new(vec![1.0, 2.0, 3.0]).cumsum().as_slice(), &[1.0, 3.0, 6.0]);
+    /// // d/dxⱼ Σᵢ (cumsum x)ᵢ = n − j.
+    /// let g = array::gradient(|x| Ok(x.cumsum().sum()), &[0.5, 0.1, 0.2]).unwrap();
+    /// assert_eq!(g, vec![3.0, 2.0, 1.0]);
+    /// ```
+    fn cumsum(&self) -> Self;
+
     /// Elements `start .. start + len`.
     ///
     /// # Errors
@@ -390,6 +406,19 @@ impl<T: Real> Array for Dense<T> {
 
     fn sum(&self) -> T {
         sum4(&self.0)
+    }
+
+    fn cumsum(&self) -> Self {
+        let mut acc = T::cst(0.0);
+        Dense(
+            self.0
+                .iter()
+                .map(|&x| {
+                    acc += x;
+                    acc
+                })
+                .collect(),
+        )
     }
 
     fn slice(&self, start: usize, len: usize) -> Result<Self> {

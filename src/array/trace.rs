@@ -218,6 +218,13 @@ impl Array for TArray {
         scalar_of(with_top(&[self.trace], |b| b.sum(self.var)))
     }
 
+    fn cumsum(&self) -> Self {
+        array_of(
+            with_top(&[self.trace], |b| b.cumsum(self.var, false)),
+            self.len,
+        )
+    }
+
     fn slice(&self, start: usize, len: usize) -> Result<Self> {
         match start.checked_add(len) {
             Some(e) if e <= self.len => {}

@@ -2,7 +2,7 @@
 //! ([`ArrayPrimitive`](super::ArrayPrimitive)), grouped by family as the
 //! scalar table is:
 //!
-//! * `reduce`: `sum`, `sum_axis`;
+//! * `reduce`: `sum`, `sum_axis`, `cumsum`;
 //! * `layout`: `broadcast`, `broadcast_axis`, `reshape`, `transpose`;
 //! * `index`: `slice`, `pad`, `gather`, `scatter_add`;
 //! * `linalg`: `matvec`, `vecmat`, `matmul`.
@@ -17,11 +17,11 @@ mod layout;
 mod linalg;
 mod reduce;
 
-pub(crate) use index::index_bound;
-pub use index::{Gather, Pad, ScatterAdd, Slice};
-pub use layout::{Broadcast, BroadcastAxis, Reshape, Transpose};
-pub use linalg::{MatMul, MatVec, VecMat};
-pub use reduce::{Sum, SumAxis};
+// Globs, so that an operation added to a family file needs no line here.
+pub use index::*;
+pub use layout::*;
+pub use linalg::*;
+pub use reduce::*;
 
 use super::ir::{ArrayPrim, Shape};
 use crate::error::{Error, Result};
