@@ -262,6 +262,9 @@ fn every_operation_of_the_table_has_every_rule() {
             let x = values(total, 17 + i as u64);
             let v = values(total, 91 + i as u64);
             check_all_rules(&p, &x, &v, &format!("{prim:?} on {shapes:?}"));
+            // Again with every value repeated (ties, for the selections).
+            let tied: Vec<f64> = (0..total).map(|j| x[j / 2 * 2]).collect();
+            check_all_rules(&p, &tied, &v, &format!("{prim:?} on {shapes:?}, ties"));
         }
     }
 }

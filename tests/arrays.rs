@@ -1517,3 +1517,53 @@ fn array_guards_inside_maps_are_reported() {
         Err(Error::GuardFailed { .. })
     ));
 }
+
+/// The maximum follows JAX's convention at ties (`jax.lax.reduce_max`'s
+/// JVP: the tangent is the mean of the tangents of the tied elements):
+/// closed forms for the gradient, the Hessian of `(max x)²`, and the
+/// Taylor coefficients of `(max x)³`, on both sides of a tie; the traced
+/// and the native `Dense` versions agree with each other and with
+/// num-dual; an empty array is an error.
+#[test]
+fn max_follows_jax_at_ties() {
+    // A tie between elements 1 and 3: each gets half.
+    let x = [0.5, 2.0, -1.0, 2.0];
+    let g = array::gradient(|x| x.max(), &x).unwrap();
+    assert_eq!(g, vec![0.0, 0.5, 0.0, 0.5]);
+    // Off the tie, all of it.
+    let g = array::gradient(|x| x.max(), &[0.5, 2.0, -1.0, 1.5]).unwrap();
+    assert_eq!(g, vec![0.0, 1.0, 0.0, 0.0]);
+    // f = (max x)²: ∇f = 2m e, H = 2 e eᵀ with e the tie indicator over
+    // the count; at the tie e = (0, ½, 0, ½).
+    let f = |x: &TArray| -> optic_ad::Result<TScalar> {
+        let m = x.max()?;
+        Ok(m * m)
+    };
+    let v = [1.0, 3.0, -2.0, 1.0];
+    let hv = array::hvp(f, &x, &v).unwrap();
+    let e_dot_v = 0.5 * 3.0 + 0.5 * 1.0;
+    let want = [0.0, e_dot_v, 0.0, e_dot_v];
+    assert!(rel_err(&hv, &want) < TOL, "{hv:?} vs {want:?}");
+    // Native Dense against the trace, and num-dual through Dense.
+    let dense = |x: &[f64]| Dense::new(x.to_vec()).max().unwrap();
+    let traced = array::trace(|x: &[TArray]| x[0].max(), &[&x]).unwrap();
+    assert_eq!(traced.eval(&[&x]).unwrap()[0][0], dense(&x));
+    let xd: Vec<Dual64> = x.iter().zip(&v).map(|(&a, &b)| Dual64::new(a, b)).collect();
+    let d = Dense::new(xd).max().unwrap();
+    assert_eq!((d.re, d.eps), (2.0, 2.0));
+    // (max x)³ along v at a unique maximum m = xᵢ: 3m²vᵢ, 6m vᵢ², 6vᵢ³.
+    let cube = |x: &TArray| -> optic_ad::Result<TScalar> {
+        let m = x.max()?;
+        Ok(m * m * m)
+    };
+    let x1 = [0.5, 2.0, -1.0, 1.5];
+    let d = directional3(cube, &x1, &v).unwrap();
+    let want = [8.0, 3.0 * 4.0 * 3.0, 6.0 * 2.0 * 9.0, 6.0 * 27.0];
+    assert!(rel_err(&d, &want) < TOL, "{d:?} vs {want:?}");
+    // Empty arrays have no maximum.
+    assert!(matches!(
+        array::gradient(|x| x.max(), &[]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(Dense::new(Vec::<f64>::new()).max().is_err());
+}

@@ -204,6 +204,26 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
     /// ```
     fn cumsum(&self) -> Self;
 
+    /// The largest element, a scalar (`jnp.max`). At a tie the derivative
+    /// is shared equally among the tied elements (JAX's convention: the
+    /// tangent is the mean of their tangents). NaN elements are ignored,
+    /// as by `f64::max`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] for an empty array.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::array::{self, Array};
+    ///
+    /// // Two elements tie for the maximum: each gets half the gradient.
+    /// let g = array::gradient(|x| x.max(), &[0.5, 2.0, -1.0, 2.0]).unwrap();
+    /// assert_eq!(g, vec![0.0, 0.5, 0.0, 0.5]);
+    /// ```
+    fn max(&self) -> Result<Self::Scalar>;
+
     /// Elements `start .. start + len`.
     ///
     /// # Errors
@@ -419,6 +439,27 @@ impl<T: Real> Array for Dense<T> {
                 })
                 .collect(),
         )
+    }
+
+    fn max(&self) -> Result<T> {
+        check_len("max: operand (at least)", 1, self.len().min(1))?;
+        // m + Σᵢ (xᵢ − m)·[xᵢ = m] / count: the value is m exactly, and
+        // the tangent is the mean of the tangents at the maximum whatever
+        // the scalar max's own convention at ties.
+        let (zero, one) = (T::cst(0.0), T::cst(1.0));
+        let m = self.0.iter().copied().reduce(T::max).unwrap_or(zero);
+        let ind: Vec<T> = self
+            .0
+            .iter()
+            .map(|&x| T::select(m - x, zero, one))
+            .collect();
+        let count = ind.iter().fold(zero, |s, &i| s + i);
+        let excess = self
+            .0
+            .iter()
+            .zip(&ind)
+            .fold(zero, |s, (&x, &i)| s + (x - m) * i);
+        Ok(m + excess / count)
     }
 
     fn slice(&self, start: usize, len: usize) -> Result<Self> {

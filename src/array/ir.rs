@@ -160,8 +160,8 @@ pub const MAX_ARRAY_ARITY: usize = 8;
 
 /// How an array primitive propagates Taylor coefficients (jets), the rule
 /// [`crate::array::TaylorProgram`] applies. Every operation of the table
-/// is linear or bilinear in its operands; a nonlinear one would add its own
-/// variant here.
+/// is linear, bilinear, or linear once a selection is made (a maximum); a
+/// smooth nonlinear one would add its own variant here.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaylorRule {
     /// Linear in its operands jointly: coefficient `k` of the value is the
@@ -173,6 +173,12 @@ pub enum TaylorRule {
     /// Derivatives", 2nd ed., §13.2). A value with a structurally zero
     /// operand is a structural zero.
     Bilinear,
+    /// Linear in its last operand, the others only selecting which linear
+    /// map applies (as the positions of a maximum do): their derivative is
+    /// zero wherever the selection does not change, so they enter through
+    /// their constant terms, `yₖ = op(a₀, …, lastₖ)`. A value whose last
+    /// operand is a structural zero is a structural zero.
+    LinearInLast,
 }
 
 /// One array operation: the definition of a primitive of the array tier,
@@ -676,7 +682,7 @@ impl ArrayBuilder {
     /// operands' shapes ([`ArrayPrimitive::shape`]; an error poisons the
     /// builder and gives a scalar zero), folds structural zeros by the
     /// operation's [`TaylorRule`] (a linear operation of zeros, a bilinear
-    /// one of a zero), tries [`ArrayPrimitive::simplify`], and shares an
+    /// one of a zero, one linear in its last operand of a zero there), tries [`ArrayPrimitive::simplify`], and shares an
     /// identical instruction.
     pub fn apply(&mut self, prim: impl ArrayPrimitive, args: &[AVar]) -> AVar {
         self.apply_prim(ArrayPrim::new(prim), args)
@@ -706,6 +712,7 @@ impl ArrayBuilder {
         let zero = match prim.taylor() {
             TaylorRule::Linear => args.iter().all(|&a| self.is_zero(a)),
             TaylorRule::Bilinear => args.iter().any(|&a| self.is_zero(a)),
+            TaylorRule::LinearInLast => args.last().is_some_and(|&a| self.is_zero(a)),
         };
         if zero {
             return self.zero(out);

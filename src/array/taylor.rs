@@ -12,7 +12,8 @@
 //!   reshape, transpose, the axis sums and broadcasts) maps coefficient
 //!   `k` to coefficient `k`, `yₖ = L aₖ`; a **bilinear** one (the matrix
 //!   product of two traced factors) is a Cauchy product,
-//!   `Cₖ = Σᵢ₌₀ᵏ op(Aᵢ) op(Bₖ₋ᵢ)`;
+//!   `Cₖ = Σᵢ₌₀ᵏ op(Aᵢ) op(Bₖ₋ᵢ)`; a selection (the maximum) is linear in
+//!   the values it selects, with the selection made on the constant terms;
 //! * a **map** runs the scalar Taylor functor of its body
 //!   ([`crate::functor::TaylorProgram`]) element by element, so every
 //!   primitive of the table and every user rule keeps its own `O(K²)`
@@ -145,6 +146,7 @@ impl TaylorProgram {
                 }
                 ArrayOp::Prim { prim, args } => match prim.taylor() {
                     TaylorRule::Linear => args.iter().map(deg).max().unwrap_or(0),
+                    TaylorRule::LinearInLast => args.last().map_or(0, deg),
                     TaylorRule::Bilinear => {
                         term = term.max(p.shapes[i].len());
                         args.iter().map(deg).sum::<usize>().min(degree)
@@ -314,6 +316,16 @@ impl TaylorProgram {
                                     *o += x;
                                 }
                             }
+                        }
+                    }
+                    // Linear in the last operand, the others at their
+                    // constant terms.
+                    (TaylorRule::LinearInLast, _) => {
+                        let last = args.len().saturating_sub(1);
+                        for k in 0..=top[i] {
+                            let dst = &mut out[k * n..(k + 1) * n];
+                            let at = |pos: usize, a: AVar| coef(a, if pos == last { k } else { 0 });
+                            prim_value(p, prim, args, at, shape, matmul_scratch, dst);
                         }
                     }
                     // A bilinear operation has two operands.

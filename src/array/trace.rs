@@ -225,6 +225,11 @@ impl Array for TArray {
         )
     }
 
+    fn max(&self) -> Result<TScalar> {
+        crate::error::check_len("max: operand (at least)", 1, self.len.min(1))?;
+        Ok(scalar_of(with_top(&[self.trace], |b| b.max(self.var))))
+    }
+
     fn slice(&self, start: usize, len: usize) -> Result<Self> {
         match start.checked_add(len) {
             Some(e) if e <= self.len => {}

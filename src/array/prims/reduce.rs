@@ -1,11 +1,12 @@
 //! Reductions: the sum of all elements, the sums along an axis of a
-//! matrix, and the prefix sum.
+//! matrix, the prefix sum, and the maximum.
 
 use super::{matrix_dims, operands, scalar_sum, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::array::kernels::{sum4, sum_axis_into};
 use crate::error::{Error, Result};
 use crate::program::{Builder, Var};
+use crate::rules::Prim;
 
 /// `Σᵢ aᵢ`, a scalar, for an array `a` of any shape (the sum of a scalar
 /// is itself). Its transpose is [`super::Broadcast`]: the pullback
@@ -248,6 +249,229 @@ impl ArrayPrimitive for Cumsum {
     }
 }
 
+/// The positions of the maximum of `x` (a vector or matrix) and how many
+/// there are: `(m, count)` with `xᵢ = m` at `count` positions. NaN
+/// elements are ignored, as by `f64::max`; all NaN gives `count = 0`.
+fn argmax_set(x: &[f64]) -> (f64, usize) {
+    let m = x.iter().copied().fold(f64::NAN, f64::max);
+    (m, x.iter().filter(|&&v| v == m).count())
+}
+
+/// The mean of `t` over the positions where `x` is largest: the maximum of
+/// `x` is `MaxAt` on `(x, x)` ([`ArrayBuilder::max`]). With JAX's
+/// convention at ties (`jax.lax.reduce_max`'s JVP), ties share the
+/// derivative equally: the tangent of `max x` is the mean of `ẋ` over the
+/// positions of the maximum, and its pullback [`SpreadAtMax`] gives each of
+/// them `ȳ / count`. The positions are piecewise constant in `x`, so `x`
+/// itself gets no derivative through them ([`TaylorRule::LinearInLast`]).
+///
+/// NaN elements of `x` are ignored, as by `f64::max`; if all are NaN the
+/// value is NaN. `x` must not be empty (NumPy's `max` of an empty array is
+/// an error too).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct MaxAt;
+
+impl ArrayPrimitive for MaxAt {
+    fn name(&self) -> &'static str {
+        "max_at"
+    }
+
+    fn shape(&self, args: &[Shape]) -> Result<Shape> {
+        let [x, t] = operands(args, "max: operands")?;
+        nonempty(x, "max: operand")?;
+        if t != x {
+            return Err(Error::ShapeMismatch {
+                what: "max: values selected vs operand",
+                expected: x,
+                got: t,
+            });
+        }
+        Ok(Shape::Scalar)
+    }
+
+    fn key(&self, _: &mut Vec<u64>) {}
+
+    fn print(&self, args: &[String], _: Shape) -> String {
+        match args {
+            [x, t] if x == t => format!("max {x}"),
+            [x, t] => format!("{t} at max {x}"),
+            _ => format!("max_at {}", args.join(", ")),
+        }
+    }
+
+    fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
+        let ([x, t], [o]) = (args, out) else { return };
+        let (m, count) = argmax_set(x);
+        // The first selected value plus the mean offset of the others, so
+        // that the mean of equal values (the maximum itself) is exact.
+        let mut first = None;
+        let mut offset = 0.0;
+        for (&xi, &ti) in x.iter().zip(t.iter()) {
+            if xi == m {
+                match first {
+                    None => first = Some(ti),
+                    Some(f) => offset += ti - f,
+                }
+            }
+        }
+        *o = match first {
+            Some(f) => f + offset / count as f64,
+            None => f64::NAN,
+        };
+    }
+
+    fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
+        let &[x, _] = args else { return Vec::new() };
+        vec![None, Some(b.apply(SpreadAtMax, &[x, ct]))]
+    }
+
+    fn pushforward(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        tangents: &[Option<AVar>],
+        _: Shape,
+    ) -> Option<AVar> {
+        let (&[x, _], &[_, t]) = (args, tangents) else {
+            return None;
+        };
+        t.map(|t| b.apply(MaxAt, &[x, t]))
+    }
+
+    fn taylor(&self) -> TaylorRule {
+        TaylorRule::LinearInLast
+    }
+
+    fn unroll(&self, b: &mut Builder, args: &[&[Var]], _: &[Shape], _: Shape) -> Vec<Var> {
+        let &[x, t] = args else { return Vec::new() };
+        let (zero, one) = (b.constant(0.0), b.constant(1.0));
+        let m = x
+            .iter()
+            .copied()
+            .reduce(|a, v| b.apply(Prim::Max, 0, &[a, v]))
+            .unwrap_or(zero);
+        // [xᵢ = m] = select(m − xᵢ, 0, 1): m − xᵢ is positive off the
+        // maximum and zero on it.
+        let ind: Vec<Var> = x
+            .iter()
+            .map(|&xi| {
+                let d = b.sub(m, xi);
+                b.select(d, zero, one)
+            })
+            .collect();
+        let count = scalar_sum(b, ind.iter().copied());
+        let terms: Vec<Var> = ind
+            .iter()
+            .zip(t.iter())
+            .map(|(&i, &ti)| b.mul(i, ti))
+            .collect();
+        let total = scalar_sum(b, terms);
+        vec![b.div(total, count)]
+    }
+}
+
+/// `s / count` at each position where `x` is largest (of `count`), zero
+/// elsewhere: the transpose of [`MaxAt`] in its selected values, so the
+/// pullback of `max x`. Linear in `s`; `x` only selects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SpreadAtMax;
+
+impl ArrayPrimitive for SpreadAtMax {
+    fn name(&self) -> &'static str {
+        "spread_at_max"
+    }
+
+    fn shape(&self, args: &[Shape]) -> Result<Shape> {
+        let [x, s] = operands(args, "spread_at_max: operands")?;
+        nonempty(x, "spread_at_max: operand")?;
+        if s != Shape::Scalar {
+            return Err(Error::ShapeMismatch {
+                what: "spread_at_max: value spread",
+                expected: Shape::Scalar,
+                got: s,
+            });
+        }
+        Ok(x)
+    }
+
+    fn key(&self, _: &mut Vec<u64>) {}
+
+    fn print(&self, args: &[String], _: Shape) -> String {
+        match args {
+            [x, s] => format!("spread {s} at max {x}"),
+            _ => format!("spread_at_max {}", args.join(", ")),
+        }
+    }
+
+    fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
+        let [x, s] = args else { return };
+        let (m, count) = argmax_set(x);
+        let share = s.first().copied().unwrap_or(0.0) / count as f64;
+        for (o, &xi) in out.iter_mut().zip(x.iter()) {
+            *o = if xi == m { share } else { 0.0 };
+        }
+    }
+
+    fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
+        let &[x, _] = args else { return Vec::new() };
+        vec![None, Some(b.apply(MaxAt, &[x, ct]))]
+    }
+
+    fn pushforward(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        tangents: &[Option<AVar>],
+        _: Shape,
+    ) -> Option<AVar> {
+        let (&[x, _], &[_, s]) = (args, tangents) else {
+            return None;
+        };
+        s.map(|s| b.apply(SpreadAtMax, &[x, s]))
+    }
+
+    fn taylor(&self) -> TaylorRule {
+        TaylorRule::LinearInLast
+    }
+
+    fn unroll(&self, b: &mut Builder, args: &[&[Var]], _: &[Shape], _: Shape) -> Vec<Var> {
+        let &[x, &[s]] = args else { return Vec::new() };
+        let (zero, one) = (b.constant(0.0), b.constant(1.0));
+        let m = x
+            .iter()
+            .copied()
+            .reduce(|a, v| b.apply(Prim::Max, 0, &[a, v]))
+            .unwrap_or(zero);
+        let ind: Vec<Var> = x
+            .iter()
+            .map(|&xi| {
+                let d = b.sub(m, xi);
+                b.select(d, zero, one)
+            })
+            .collect();
+        let count = scalar_sum(b, ind.iter().copied());
+        let share = b.div(s, count);
+        ind.iter().map(|&i| b.mul(i, share)).collect()
+    }
+}
+
+/// A vector or matrix with at least one element.
+fn nonempty(s: Shape, what: &'static str) -> Result<()> {
+    match s {
+        Shape::Scalar => Err(Error::ShapeMismatch {
+            what,
+            expected: Shape::Vector(1),
+            got: s,
+        }),
+        _ if s.is_empty() => Err(Error::LengthMismatch {
+            what,
+            expected: 1,
+            got: 0,
+        }),
+        _ => Ok(()),
+    }
+}
+
 impl ArrayBuilder {
     /// The sum of the elements of `a`, a scalar ([`Sum`]).
     pub fn sum(&mut self, a: AVar) -> AVar {
@@ -265,6 +489,12 @@ impl ArrayBuilder {
     pub fn cumsum(&mut self, a: AVar, reverse: bool) -> AVar {
         self.apply(Cumsum { reverse }, &[a])
     }
+
+    /// The largest element of `a` (a vector or matrix, not empty), a
+    /// scalar: [`MaxAt`] on `(a, a)`, with JAX's convention at ties.
+    pub fn max(&mut self, a: AVar) -> AVar {
+        self.apply(MaxAt, &[a, a])
+    }
 }
 
 pub(super) fn examples(n: usize, all: &mut Vec<(ArrayPrim, Vec<Shape>)>) {
@@ -276,4 +506,8 @@ pub(super) fn examples(n: usize, all: &mut Vec<(ArrayPrim, Vec<Shape>)>) {
     for reverse in [false, true] {
         all.push((ArrayPrim::new(Cumsum { reverse }), vec![Shape::Vector(n)]));
     }
+    let v = Shape::Vector(n);
+    all.push((ArrayPrim::new(MaxAt), vec![v, v]));
+    all.push((ArrayPrim::new(MaxAt), vec![Shape::Matrix(2, n); 2]));
+    all.push((ArrayPrim::new(SpreadAtMax), vec![v, Shape::Scalar]));
 }
