@@ -64,6 +64,13 @@ pub enum Error {
         /// Identifier of the trace the value belongs to.
         trace: u64,
     },
+    /// A traced value made while no trace was active (say `Tracer::cst(c)`
+    /// called before any driver, or an array made outside
+    /// `array::trace`) reached a trace. It belongs to no trace and carries
+    /// no value. Make constants inside the traced function, or pass plain
+    /// `f64` values.
+    #[error("a traced value was made while no trace was active (e.g. Tracer::cst before any trace): it belongs to no trace; make constants inside the traced function, or pass f64 values")]
+    TracerWithoutTrace,
     /// A function closed over traced values of an enclosing trace, but was
     /// differentiated at a point of a scalar type that cannot carry them
     /// (only tracers can): typically an inner driver given an `f64` point
@@ -96,6 +103,16 @@ pub enum Error {
         estimate: usize,
         /// The limit.
         max: usize,
+    },
+    /// A buffer of this many values could not be allocated (the memory is
+    /// not there, or the size overflows). Returned before anything is
+    /// written, instead of aborting the process.
+    #[error("{what}: could not allocate {elements} values")]
+    AllocationFailed {
+        /// What the buffer was for.
+        what: &'static str,
+        /// The number of values asked for.
+        elements: usize,
     },
     /// [`crate::Hvp::apply`] was called with no successful
     /// [`crate::Hvp::linearize`] since the `Hvp` was built or since the
@@ -303,5 +320,44 @@ pub(crate) fn check_len(what: &'static str, expected: usize, got: usize) -> Resu
         })
     } else {
         Ok(())
+    }
+}
+
+/// `len` copies of `value` in a new vector, or
+/// [`Error::AllocationFailed`] where the memory cannot be had (instead of
+/// the abort of `vec![value; len]`).
+pub(crate) fn try_filled<T: Clone>(what: &'static str, len: usize, value: T) -> Result<Vec<T>> {
+    let mut v = Vec::new();
+    grow_to(what, &mut v, len, value)?;
+    Ok(v)
+}
+
+/// Resizes `v` to `len` elements (new ones `value`), or
+/// [`Error::AllocationFailed`] where the memory cannot be had.
+pub(crate) fn grow_to<T: Clone>(
+    what: &'static str,
+    v: &mut Vec<T>,
+    len: usize,
+    value: T,
+) -> Result<()> {
+    if len > v.len() {
+        v.try_reserve_exact(len - v.len())
+            .map_err(|_| Error::AllocationFailed {
+                what,
+                elements: len,
+            })?;
+    }
+    v.resize(len, value);
+    Ok(())
+}
+
+/// The error for a traced value of trace `trace` used where that trace is
+/// not active: [`Error::TracerWithoutTrace`] for a value made with no
+/// trace active (identifier 0), [`Error::ForeignTracer`] otherwise.
+pub(crate) fn foreign_tracer(trace: u64) -> Error {
+    if trace == 0 {
+        Error::TracerWithoutTrace
+    } else {
+        Error::ForeignTracer { trace }
     }
 }

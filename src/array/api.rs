@@ -494,7 +494,7 @@ impl<T: Real> Array for Dense<T> {
 
     fn scatter_add(&self, idx: &Indices, len: usize) -> Result<Self> {
         check_len("scatter_add: indices vs values", self.len(), idx.len())?;
-        let mut out = vec![T::cst(0.0); len];
+        let mut out = crate::error::try_filled("scatter_add: result", len, T::cst(0.0))?;
         for (&x, &i) in self.0.iter().zip(idx.idx.iter()) {
             let slot = out.get_mut(i as usize).ok_or(Error::IndexOutOfRange {
                 what: "scatter_add: index",
@@ -520,7 +520,7 @@ impl<T: Real> Array for Dense<T> {
 
     fn vecmat(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
         check_len("vecmat: vector vs matrix rows", m.rows(), v.len())?;
-        let mut out = vec![T::cst(0.0); m.cols()];
+        let mut out = crate::error::try_filled("vecmat: result", m.cols(), T::cst(0.0))?;
         for (r, &x) in v.0.iter().enumerate() {
             for (o, &a) in out.iter_mut().zip(m.row(r)) {
                 *o += x * a;
@@ -545,7 +545,7 @@ impl<T: Real> Array for Dense<T> {
 
     fn matmul_flat(&self, b: &Self, d: MatMulDims) -> Result<Self> {
         let (m, _, n) = d.check(self.len(), b.len())?;
-        let mut out = vec![T::cst(0.0); m * n];
+        let mut out = crate::error::try_filled("matmul: result", m * n, T::cst(0.0))?;
         matmul_into(&self.0, &b.0, d, &mut Vec::new(), &mut out);
         Ok(Dense(out))
     }
@@ -556,7 +556,7 @@ impl<T: Real> Array for Dense<T> {
             rows.saturating_mul(cols),
             self.len(),
         )?;
-        let mut out = vec![T::cst(0.0); self.len()];
+        let mut out = crate::error::try_filled("transpose: result", self.len(), T::cst(0.0))?;
         transpose_into(&self.0, rows, cols, &mut out);
         Ok(Dense(out))
     }
@@ -568,7 +568,7 @@ impl<T: Real> Array for Dense<T> {
             self.len(),
         )?;
         let n = axis_len(axis, rows, cols, "sum_axis: axis")?;
-        let mut out = vec![T::cst(0.0); n];
+        let mut out = crate::error::try_filled("sum_axis: result", n, T::cst(0.0))?;
         sum_axis_into(&self.0, rows, cols, axis, &mut out);
         Ok(Dense(out))
     }
@@ -576,7 +576,11 @@ impl<T: Real> Array for Dense<T> {
     fn broadcast_axis_flat(&self, axis: usize, rows: usize, cols: usize) -> Result<Self> {
         let n = axis_len(axis, rows, cols, "broadcast_axis: axis")?;
         check_len("broadcast_axis: vector vs matrix", n, self.len())?;
-        let mut out = vec![T::cst(0.0); matrix_len(rows, cols)?];
+        let mut out = crate::error::try_filled(
+            "broadcast_axis: result",
+            matrix_len(rows, cols)?,
+            T::cst(0.0),
+        )?;
         broadcast_axis_into(&self.0, cols, axis, &mut out);
         Ok(Dense(out))
     }

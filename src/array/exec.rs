@@ -519,7 +519,9 @@ impl ArrayWorkspace {
     /// [`Error::LengthMismatch`] for a wrong number of inputs or an input
     /// of the wrong length; [`Error::GuardFailed`] where a guard no longer
     /// holds (also a comparison inside a map body, in any element);
-    /// the program's defect if it has one.
+    /// the program's defect if it has one; [`Error::AllocationFailed`]
+    /// where the first run cannot allocate the buffers (one per live
+    /// value, of its length).
     pub fn run(&mut self, p: &ArrayProgram, inputs: &[&[f64]]) -> Result<()> {
         self.run_masked(p, inputs, None)
     }
@@ -586,7 +588,7 @@ impl ArrayWorkspace {
         check_inputs(p, inputs)?;
         for (b, &len) in self.bufs.iter_mut().zip(&self.plan.lens) {
             if b.len() != len {
-                b.resize(len, 0.0);
+                crate::error::grow_to("array workspace buffer", b, len, 0.0)?;
             }
         }
         for i in 0..p.ops.len() {

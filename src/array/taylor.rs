@@ -106,7 +106,9 @@ impl TaylorProgram {
     ///
     /// [`Error::OrderTooHigh`] above [`crate::functor::MAX_TAYLOR_ORDER`];
     /// the program's defect if it has one; the errors of
-    /// [`crate::Program::validate`] for a malformed map body.
+    /// [`crate::Program::validate`] for a malformed map body;
+    /// [`Error::AllocationFailed`] where the jets (`(degree + 1)·len`
+    /// values per instruction) cannot be allocated.
     pub fn new(p: &ArrayProgram, degree: usize) -> Result<Self> {
         if degree > MAX_TAYLOR_ORDER {
             return Err(Error::OrderTooHigh {
@@ -154,8 +156,19 @@ impl TaylorProgram {
                 },
             };
         }
+        let vals = p
+            .shapes
+            .iter()
+            .map(|s| {
+                let len = w.checked_mul(s.len()).ok_or(Error::AllocationFailed {
+                    what: "array Taylor program: jet",
+                    elements: usize::MAX,
+                })?;
+                crate::error::try_filled("array Taylor program: jet", len, 0.0)
+            })
+            .collect::<Result<Vec<Vec<f64>>>>()?;
         Ok(TaylorProgram {
-            vals: p.shapes.iter().map(|s| vec![0.0; w * s.len()]).collect(),
+            vals,
             program: p.clone(),
             degree,
             top,
@@ -428,7 +441,9 @@ impl Directional {
     /// # Errors
     ///
     /// An error `f` returns while tracing; [`Error::OrderTooHigh`] above
-    /// [`crate::functor::MAX_TAYLOR_ORDER`].
+    /// [`crate::functor::MAX_TAYLOR_ORDER`]; [`Error::AllocationFailed`]
+    /// where the jets (`(order + 1)·n` values for the input, as many per
+    /// instruction) cannot be allocated.
     pub fn new(
         f: impl Fn(&super::TArray) -> Result<super::TScalar>,
         x: &[f64],
@@ -437,7 +452,13 @@ impl Directional {
         let p = super::trace(|xs: &[super::TArray]| f(&xs[0]), &[x])?;
         let taylor = TaylorProgram::new(&p, order)?;
         // Its capacity, so that `eval` never grows it.
-        let jet = Vec::with_capacity((order + 1) * x.len());
+        let mut jet = Vec::new();
+        let len = (order + 1).saturating_mul(x.len());
+        jet.try_reserve_exact(len)
+            .map_err(|_| Error::AllocationFailed {
+                what: "Directional: jet",
+                elements: len,
+            })?;
         Ok(Directional {
             taylor,
             jet,

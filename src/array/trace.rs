@@ -82,7 +82,7 @@ fn with_top<R>(traces: &[u64], build: impl FnOnce(&mut ArrayBuilder) -> R) -> Op
         let mut stack = s.borrow_mut();
         let top = stack.last_mut()?;
         if let Some(&bad) = traces.iter().find(|&&t| t != top.id) {
-            top.builder.poison(Error::ForeignTracer { trace: bad });
+            top.builder.poison(crate::error::foreign_tracer(bad));
         }
         let r = build(&mut top.builder);
         Some((top.id, r))
@@ -640,7 +640,7 @@ fn trace_pass<O: ArrayOutput>(
     let out = out?;
     let vars = out.vars();
     if let Some(&(bad, _)) = vars.iter().find(|(t, _)| *t != id) {
-        return Err(Error::ForeignTracer { trace: bad });
+        return Err(crate::error::foreign_tracer(bad));
     }
     let outs: Vec<AVar> = vars.into_iter().map(|(_, v)| v).collect();
     frame.builder.finish(&outs).map(Some)

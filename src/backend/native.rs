@@ -370,10 +370,16 @@ extern "C" fn sin_cos(x: f64) -> SinCos {
 type SinCosPairs = HashMap<(u32, u32), (Value, Value)>;
 
 /// Whether whole programs compute a `sin` and a `cos` of one value with
-/// one call ([`sin_cos`]): on hosts whose C calling convention returns a
-/// pair of `f64` in two registers, as Cranelift returns two results (not
-/// Windows, which returns the pair through memory).
-const SIN_COS: bool = cfg!(not(windows));
+/// one call ([`sin_cos`]): only on the calling conventions known to return
+/// a `#[repr(C)]` pair of `f64` in two floating-point registers, as
+/// Cranelift returns two results: x86-64 System V (xmm0, xmm1) and the
+/// AArch64 procedure call standard (d0, d1, a homogeneous floating-point
+/// aggregate), off Windows. Elsewhere (Windows x64 returns the pair
+/// through memory, as does s390x) the two values are two calls.
+const SIN_COS: bool = cfg!(all(
+    not(windows),
+    any(target_arch = "x86_64", target_arch = "aarch64")
+));
 
 /// For each instruction of `ins`: for a `sin` or `cos` of a value whose
 /// `cos` or `sin` the same instructions also take, the value as (register,

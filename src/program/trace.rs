@@ -195,7 +195,7 @@ fn resolve(stack: &mut [Frame], t: Tracer) -> Var {
         return v;
     }
     if top.error.is_none() {
-        top.error = Some(Error::ForeignTracer { trace: t.trace });
+        top.error = Some(crate::error::foreign_tracer(t.trace));
     }
     let v = top.builder.constant(f64::NAN);
     let _ = top.sync(); // a constant: no rule to defer

@@ -182,14 +182,23 @@ fn gamma_family_jet(x: &[f64], y: &mut [f64], sc: &mut Scratch, f: Member) {
                 let e = f64::from(n) + 1.0;
                 p[0] = r[0].powf(e);
                 jet::pow_real(r, e, p);
-                // (−1)ⁿ n!
-                let c = (1..=n).fold(if n % 2 == 0 { 1.0 } else { -1.0 }, |c, i| c * f64::from(i));
+                let c = signed_factorial(n);
                 for (yj, pj) in y.iter_mut().zip(p.iter()) {
                     *yj -= c * *pj;
                 }
             }
         }
     }
+}
+
+/// `(−1)ⁿ n!` in f64, in at most 171 multiplications: from `n = 171` on,
+/// `n!` is past `f64::MAX`, so the result is `±∞` without computing it.
+fn signed_factorial(n: u32) -> f64 {
+    let sign = if n % 2 == 0 { 1.0 } else { -1.0 };
+    if n > 170 {
+        return sign * f64::INFINITY;
+    }
+    (1..=n).fold(sign, |c, i| c * f64::from(i))
 }
 
 /// `ln |Γ(x)|`.

@@ -63,8 +63,31 @@ impl ArrayPrimitive for Sum {
 
     fn simplify(&self, b: &mut ArrayBuilder, args: &[AVar], _: Shape) -> Option<AVar> {
         let &[a] = args else { return None };
-        (b.shape(a) == Shape::Scalar).then_some(a)
+        let n = b.shape(a).len();
+        if b.shape(a) == Shape::Scalar {
+            return Some(a);
+        }
+        // The sum of a repeated scalar is `n` times it: nothing of the
+        // operand's length is stored or read, however long it is.
+        if let Some(c) = b.fill_of(a) {
+            return Some(b.fill(c * n as f64, Shape::Scalar));
+        }
+        let (_, &[s]) = b.op(a)?.prim::<super::Broadcast>()? else {
+            return None;
+        };
+        if b.shape(s) != Shape::Scalar {
+            return None;
+        }
+        Some(b.map(times_body(n as f64), &[s])[0])
     }
+}
+
+/// The scalar body `t ↦ c · t`.
+fn times_body(c: f64) -> std::sync::Arc<crate::program::Program> {
+    let mut b = Builder::new();
+    let t = b.input();
+    let y = b.scale(c, t);
+    std::sync::Arc::new(b.finish_unchecked(&[y]))
 }
 
 /// The sums of a `rows × cols` matrix along an axis, as in NumPy:
