@@ -122,8 +122,84 @@ pub enum ArrayOp {
         /// The operation, with its parameters.
         prim: ArrayPrim,
         /// The operands, at most [`MAX_ARRAY_ARITY`].
-        args: Vec<AVar>,
+        args: Operands,
     },
+}
+
+/// The operands of an [`ArrayOp::Prim`]: a slice of values
+/// (`Deref<Target = [AVar]>`), held inline up to three, so that building
+/// and renaming instructions allocates nothing for them.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct Operands(OperandsRepr);
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+enum OperandsRepr {
+    Inline(u8, [AVar; 3]),
+    Heap(Box<[AVar]>),
+}
+
+impl Operands {
+    /// The operands as a slice.
+    pub fn as_slice(&self) -> &[AVar] {
+        match &self.0 {
+            OperandsRepr::Inline(n, a) => &a[..usize::from(*n)],
+            OperandsRepr::Heap(b) => b,
+        }
+    }
+}
+
+impl std::ops::Deref for Operands {
+    type Target = [AVar];
+
+    fn deref(&self) -> &[AVar] {
+        self.as_slice()
+    }
+}
+
+impl From<&[AVar]> for Operands {
+    fn from(args: &[AVar]) -> Operands {
+        match args.len() {
+            n @ 0..=3 => {
+                let mut a = [AVar(0); 3];
+                a[..n].copy_from_slice(args);
+                Operands(OperandsRepr::Inline(n as u8, a))
+            }
+            _ => Operands(OperandsRepr::Heap(args.into())),
+        }
+    }
+}
+
+impl<'a> IntoIterator for &'a Operands {
+    type Item = &'a AVar;
+    type IntoIter = std::slice::Iter<'a, AVar>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.as_slice().iter()
+    }
+}
+
+impl FromIterator<AVar> for Operands {
+    fn from_iter<I: IntoIterator<Item = AVar>>(iter: I) -> Operands {
+        let mut a = [AVar(0); 3];
+        let mut n = 0;
+        let mut rest: Vec<AVar> = Vec::new();
+        for v in iter {
+            if n < 3 && rest.is_empty() {
+                a[n] = v;
+                n += 1;
+            } else {
+                if rest.is_empty() {
+                    rest.extend_from_slice(&a[..n]);
+                }
+                rest.push(v);
+            }
+        }
+        if rest.is_empty() {
+            Operands(OperandsRepr::Inline(n as u8, a))
+        } else {
+            Operands(OperandsRepr::Heap(rest.into()))
+        }
+    }
 }
 
 impl ArrayOp {
@@ -138,9 +214,8 @@ impl ArrayOp {
     pub(crate) fn for_each_operand(&self, mut f: impl FnMut(AVar)) {
         match self {
             ArrayOp::Input(_) | ArrayOp::Fill(_) | ArrayOp::Const(_) | ArrayOp::MapOut(_) => {}
-            ArrayOp::Map { args, .. } | ArrayOp::Prim { args, .. } => {
-                args.iter().for_each(|&a| f(a));
-            }
+            ArrayOp::Map { args, .. } => args.iter().for_each(|&a| f(a)),
+            ArrayOp::Prim { args, .. } => args.iter().for_each(|&a| f(a)),
         }
     }
 
@@ -287,14 +362,6 @@ impl ArrayPrim {
     pub fn downcast_ref<P: ArrayPrimitive>(&self) -> Option<&P> {
         let any: &dyn std::any::Any = &*self.0;
         any.downcast_ref::<P>()
-    }
-
-    /// The CSE key of this operation on `args` with a value of shape `out`.
-    fn key(&self, args: &[AVar], out: Shape) -> Key {
-        let mut words = Vec::new();
-        self.0.key(&mut words);
-        let any: &dyn std::any::Any = &*self.0;
-        Key::Prim(any.type_id(), args.to_vec(), words, out)
     }
 }
 
@@ -504,7 +571,7 @@ impl ArrayProgram {
                 }
                 op => {
                     let shape = self.shapes[i];
-                    let v = b.copy_op(op, shape, &map);
+                    let v = b.copy_op(op, shape, &self.shapes, &map);
                     map.push(v);
                 }
             }
@@ -524,7 +591,47 @@ impl ArrayProgram {
 pub(crate) enum Key {
     Fill(u64, Shape),
     Map(usize, Vec<AVar>),
-    Prim(std::any::TypeId, Vec<AVar>, Vec<u64>, Shape),
+    Prim(std::any::TypeId, KeyWords, Shape),
+}
+
+/// The words of an operation's key, inline up to four (every operation of
+/// the crate's table), on the heap beyond.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum KeyWords {
+    Inline(u8, [u64; 4]),
+    Heap(Box<[u64]>),
+}
+
+impl std::hash::Hash for KeyWords {
+    /// Hashes the words in use only (equal keys hash equal: unused inline
+    /// words are always zero).
+    fn hash<H: std::hash::Hasher>(&self, h: &mut H) {
+        match self {
+            KeyWords::Inline(n, w) => {
+                for x in &w[..usize::from(*n)] {
+                    h.write_u64(*x);
+                }
+            }
+            KeyWords::Heap(w) => {
+                for x in w.iter() {
+                    h.write_u64(*x);
+                }
+            }
+        }
+    }
+}
+
+impl KeyWords {
+    fn new(words: &[u64]) -> KeyWords {
+        match words.len() {
+            n @ 0..=4 => {
+                let mut w = [0; 4];
+                w[..n].copy_from_slice(words);
+                KeyWords::Inline(n as u8, w)
+            }
+            _ => KeyWords::Heap(words.into()),
+        }
+    }
 }
 
 /// Builds an [`ArrayProgram`] one instruction at a time, simplifying as it
@@ -548,6 +655,8 @@ pub struct ArrayBuilder {
     guards: Vec<ArrayGuard>,
     cse: FxHashMap<Key, AVar>,
     error: Option<Error>,
+    /// The words of the key being built (kept to reuse its allocation).
+    key_words: Vec<u64>,
 }
 
 impl ArrayBuilder {
@@ -684,29 +793,82 @@ impl ArrayBuilder {
     /// operation's [`TaylorRule`] (a linear operation of zeros, a bilinear
     /// one of a zero, one linear in its last operand of a zero there), tries [`ArrayPrimitive::simplify`], and shares an
     /// identical instruction.
-    pub fn apply(&mut self, prim: impl ArrayPrimitive, args: &[AVar]) -> AVar {
-        self.apply_prim(ArrayPrim::new(prim), args)
+    pub fn apply<P: ArrayPrimitive>(&mut self, prim: P, args: &[AVar]) -> AVar {
+        let key = match self.resolve(&prim, args, None) {
+            Ok(v) => return v,
+            Err(key) => key,
+        };
+        // The handle is made only for a new instruction.
+        self.intern(key, args, move || ArrayPrim::new(prim))
     }
 
     /// [`ArrayBuilder::apply`] with a handle (a copy of an instruction).
     pub fn apply_prim(&mut self, prim: ArrayPrim, args: &[AVar]) -> AVar {
+        let key = match self.resolve(&*prim, args, None) {
+            Ok(v) => return v,
+            Err(key) => key,
+        };
+        self.intern(key, args, move || prim)
+    }
+
+    /// The instruction of key `key` (shape and operation in the key, the
+    /// operation's handle from `handle`): the identical one if there is
+    /// one (one hash for the lookup and the insertion), else a new one.
+    fn intern(
+        &mut self,
+        key: (Key, Shape),
+        args: &[AVar],
+        handle: impl FnOnce() -> ArrayPrim,
+    ) -> AVar {
+        let (key, out) = key;
+        let next = AVar(self.ops.len() as u32);
+        match self.cse.entry(key) {
+            std::collections::hash_map::Entry::Occupied(e) => *e.get(),
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(next);
+                self.ops.push(ArrayOp::Prim {
+                    prim: handle(),
+                    args: Operands::from(args),
+                });
+                self.shapes.push(out);
+                next
+            }
+        }
+    }
+
+    /// The value of `prim` on `args` if it needs no new instruction (a
+    /// shape error, a structural zero, or a simplification); otherwise the
+    /// key and shape to find or push it under. `known`: the value's shape
+    /// when the instruction is a copy of a checked one on operands of the
+    /// same shapes (the shape rule is then not asked again).
+    fn resolve(
+        &mut self,
+        prim: &dyn ArrayPrimitive,
+        args: &[AVar],
+        known: Option<Shape>,
+    ) -> std::result::Result<AVar, (Key, Shape)> {
         if args.len() > MAX_ARRAY_ARITY {
             self.poison(Error::LengthMismatch {
                 what: "array operation: operands, at most",
                 expected: MAX_ARRAY_ARITY,
                 got: args.len(),
             });
-            return self.zero(Shape::Scalar);
+            return Ok(self.zero(Shape::Scalar));
         }
-        let mut shapes = [Shape::Scalar; MAX_ARRAY_ARITY];
-        for (s, &a) in shapes.iter_mut().zip(args) {
-            *s = self.shape(a);
-        }
-        let out = match prim.shape(&shapes[..args.len()]) {
-            Ok(s) => s,
-            Err(e) => {
-                self.poison(e);
-                return self.zero(Shape::Scalar);
+        let out = match known {
+            Some(s) => s,
+            None => {
+                let mut shapes = [Shape::Scalar; MAX_ARRAY_ARITY];
+                for (s, &a) in shapes.iter_mut().zip(args) {
+                    *s = self.shape(a);
+                }
+                match prim.shape(&shapes[..args.len()]) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        self.poison(e);
+                        return Ok(self.zero(Shape::Scalar));
+                    }
+                }
             }
         };
         let zero = match prim.taylor() {
@@ -715,20 +877,23 @@ impl ArrayBuilder {
             TaylorRule::LinearInLast => args.last().is_some_and(|&a| self.is_zero(a)),
         };
         if zero {
-            return self.zero(out);
+            return Ok(self.zero(out));
         }
         if let Some(v) = prim.simplify(self, args, out) {
-            return v;
+            return Ok(v);
         }
-        let key = prim.key(args, out);
-        self.push_cse(
-            key,
-            ArrayOp::Prim {
-                prim,
-                args: args.to_vec(),
-            },
-            out,
-        )
+        // The key: the operation's type, then [operand count, operands,
+        // parameter words], and the shape, built in a buffer the builder
+        // keeps (no allocation for up to four words).
+        let mut words = std::mem::take(&mut self.key_words);
+        words.clear();
+        words.push(args.len() as u64);
+        words.extend(args.iter().map(|a| u64::from(a.0)));
+        prim.key(&mut words);
+        let any: &dyn std::any::Any = prim;
+        let key = Key::Prim(any.type_id(), KeyWords::new(&words), out);
+        self.key_words = words;
+        Err((key, out))
     }
 
     /// The instruction that defines `v`.
@@ -737,8 +902,15 @@ impl ArrayBuilder {
     }
 
     /// Copies an instruction other than an input or a map with operands
-    /// renamed through `map`, through the simplifying constructors.
-    pub(crate) fn copy_op(&mut self, op: &ArrayOp, shape: Shape, map: &[AVar]) -> AVar {
+    /// renamed through `map` (`src_shapes`: the shapes of the program it
+    /// comes from), through the simplifying constructors.
+    pub(crate) fn copy_op(
+        &mut self,
+        op: &ArrayOp,
+        shape: Shape,
+        src_shapes: &[Shape],
+        map: &[AVar],
+    ) -> AVar {
         match op {
             ArrayOp::Input(_) | ArrayOp::Map { .. } | ArrayOp::MapOut(_) => {
                 // Handled by the caller (inline_with); unreachable for
@@ -748,6 +920,23 @@ impl ArrayBuilder {
             }
             ArrayOp::Fill(c) => self.fill(*c, shape),
             ArrayOp::Const(d) => self.constant_shaped(d.clone(), shape),
+            ArrayOp::Prim { prim, args } if args.len() <= MAX_ARRAY_ARITY => {
+                let mut renamed = [AVar(0); MAX_ARRAY_ARITY];
+                let mut same_shapes = true;
+                for (r, a) in renamed.iter_mut().zip(args) {
+                    *r = map[a.index()];
+                    same_shapes &= src_shapes.get(a.index()) == Some(&self.shape(*r));
+                }
+                let args = &renamed[..args.len()];
+                // The copy of a checked instruction on operands of the
+                // shapes it had keeps its shape.
+                let known = same_shapes.then_some(shape);
+                let key = match self.resolve(&**prim, args, known) {
+                    Ok(v) => return v,
+                    Err(key) => key,
+                };
+                self.intern(key, args, || prim.clone())
+            }
             ArrayOp::Prim { prim, args } => {
                 let args: Vec<AVar> = args.iter().map(|a| map[a.index()]).collect();
                 self.apply_prim(prim.clone(), &args)
@@ -830,18 +1019,21 @@ impl ArrayProgram {
         let mut map = vec![AVar(0); n];
         let mut ops = Vec::with_capacity(n);
         let mut shapes = Vec::with_capacity(n);
-        for i in 0..n {
+        // Taken by value: each kept instruction moves to its new place with
+        // its operands renamed in place.
+        let old_ops = std::mem::take(&mut self.ops);
+        for (i, op) in old_ops.into_iter().enumerate() {
             if !needed[i] {
                 continue;
             }
-            match &self.ops[i] {
+            match op {
                 ArrayOp::Map { body, args } => {
                     let m = body.n_outputs();
                     let keep: Vec<usize> = (0..m).filter(|&k| live[i + k]).collect();
                     let body = if keep.len() == m {
                         body.clone()
                     } else {
-                        let mut b = (**body).clone();
+                        let mut b = (*body).clone();
                         b.outputs = keep.iter().map(|&k| body.outputs()[k]).collect();
                         b.output_blocks = vec![keep.len()];
                         Arc::new(b.dce())
@@ -861,9 +1053,12 @@ impl ArrayProgram {
                     }
                 }
                 ArrayOp::MapOut(_) => {}
-                other => {
+                mut other => {
                     map[i] = AVar(ops.len() as u32);
-                    ops.push(rename(other, &map));
+                    if let ArrayOp::Prim { args, .. } = &mut other {
+                        *args = args.iter().map(|a| map[a.index()]).collect();
+                    }
+                    ops.push(other);
                     shapes.push(self.shapes[i]);
                 }
             }

@@ -79,7 +79,7 @@ pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
 pub use exec::ArrayWorkspace;
 pub use ir::{
     AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayPrim, ArrayPrimitive, ArrayProgram, Matrix,
-    TaylorRule, MAX_ARRAY_ARITY,
+    Operands, TaylorRule, MAX_ARRAY_ARITY,
 };
 pub use kernels::MatMulDims;
 pub use mat::Mat;

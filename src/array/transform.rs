@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use rustc_hash::FxHashMap;
 
-use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram, Shape};
+use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram, Operands, Shape};
 use crate::error::Result;
 use crate::functor::{forward as scalar_forward, reverse_joint as scalar_reverse_joint};
 use crate::program::{Program, Seed};
@@ -173,7 +173,7 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
             }
             ArrayOp::Prim { prim, args } => {
                 let Some(ct) = adj[i] else { continue };
-                let margs: Vec<AVar> = args.iter().map(|&a| m(a)).collect();
+                let margs: Operands = args.iter().map(|&a| m(a)).collect();
                 let contribs = prim.pullback(&mut b, &margs, ct);
                 for (&a, c) in args.iter().zip(contribs) {
                     if let Some(c) = c.filter(|&c| !b.is_zero(c)) {
@@ -254,7 +254,7 @@ pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
                 if ts.iter().all(Option::is_none) {
                     None
                 } else {
-                    let margs: Vec<AVar> = args.iter().map(|&a| m(a)).collect();
+                    let margs: Operands = args.iter().map(|&a| m(a)).collect();
                     prim.pushforward(&mut b, &margs, &ts, shape)
                 }
             }
