@@ -38,7 +38,7 @@ pub fn run(x: f64) -> optic_ad::Result<Vec<Row>> {
 
     // Order 2 (Snippet 15) with Δ = 1.5, Δ′ = 0.5, Δ″ = 2.
     let (d, dp, ddp) = (1.5, 0.5, 2.0);
-    let n2 = Nested::<U2>::new(&p)?;
+    let mut n2 = Nested::<U2>::new(&p)?;
     let (y, l0) = n2.primal(&[x])?;
     row("order 2  y        = sin x", y[0], s);
     let (r1, l1) = l0.call(&[d])?;
@@ -79,7 +79,7 @@ pub fn run(x: f64) -> optic_ad::Result<Vec<Row>> {
         "order 3  c6 = d6 cos x − d4 d2 sin x",
         "order 3  c7 = d7 cos x − (d6 d1 + d5 d2 + d4 d3) sin x − d4 d2 d1 cos x",
     ];
-    let n3 = Nested::<U3>::new(&p)?;
+    let mut n3 = Nested::<U3>::new(&p)?;
     let (_, l) = n3.primal(&[x])?;
     let (r1, l) = l.call(&[e[0]])?;
     let (r2, l) = l.call(&[e[1]])?;

@@ -575,7 +575,7 @@ fn program_api_never_panics_on_bad_input() {
                 out_perm
             );
             // Nested levels with wrong lengths
-            let nested = Nested::<U2>::new(p).map_err(fail)?;
+            let mut nested = Nested::<U2>::new(p).map_err(fail)?;
             match nested.primal(&x) {
                 Err(_) => prop_assert!(x.len() != n),
                 Ok((y, l0)) => {

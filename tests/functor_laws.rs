@@ -424,7 +424,7 @@ fn nested_levels_agree_with_bundle() {
         let want = bundle.eval(inp).map_err(fail)?;
         let off = offsets(bundle.input_blocks());
         let blk = |i: usize| &inp[off[i]..off[i] + bundle.input_blocks()[i]];
-        let nested = Nested::<U2>::new(p).map_err(fail)?;
+        let mut nested = Nested::<U2>::new(p).map_err(fail)?;
         let (y, l0) = nested.primal(blk(0)).map_err(fail)?;
         let (r1, l1) = l0.call(blk(1)).map_err(fail)?;
         let (r2, l2) = l1.call(blk(2)).map_err(fail)?;
@@ -438,7 +438,7 @@ fn nested_levels_agree_with_bundle() {
         let want = bundle.eval(inp).map_err(fail)?;
         let off = offsets(bundle.input_blocks());
         let blk = |i: usize| &inp[off[i]..off[i] + bundle.input_blocks()[i]];
-        let nested = Nested::<U3>::new(p).map_err(fail)?;
+        let mut nested = Nested::<U3>::new(p).map_err(fail)?;
         let (y, l) = nested.primal(blk(0)).map_err(fail)?;
         let (r1, l) = l.call(blk(1)).map_err(fail)?;
         let (r2, l) = l.call(blk(2)).map_err(fail)?;

@@ -338,7 +338,7 @@ fn fuzz_drivers() {
         if let Ok(p) = trace(|t| vec![f.eval(t)], &x) {
             let _ = nest(&p, order);
             let _ = nest(&p, big);
-            if let Ok(n) = Nested::<U2>::new(&p) {
+            if let Ok(mut n) = Nested::<U2>::new(&p) {
                 if let Ok((_, l0)) = n.primal(&x) {
                     if let Ok((_, l1)) = l0.call(&w) {
                         let _ = l1.call(&v);

@@ -17,7 +17,7 @@ fn sin_program(x: f64) -> Program {
 /// c₃(Δ″) = Δ″ cos x + Δ‴.
 fn check_order2(x: f64, d: f64, dp: f64, ddp: f64) {
     let p = sin_program(x);
-    let n = Nested::<U2>::new(&p).unwrap();
+    let mut n = Nested::<U2>::new(&p).unwrap();
     let (y, l0) = n.primal(&[x]).unwrap();
     assert_relative_eq!(y[0], x.sin(), epsilon = 1e-13, max_relative = 1e-13);
     let (r1, l1) = l0.call(&[d]).unwrap();
@@ -46,7 +46,7 @@ fn check_order2(x: f64, d: f64, dp: f64, ddp: f64) {
 /// * r₇ = d₇ cos x − d₆d₁ sin x − d₅d₂ sin x − d₄(d₃ sin x + d₂d₁ cos x).
 fn check_order3(x: f64, d: [f64; 7]) {
     let p = sin_program(x);
-    let n = Nested::<U3>::new(&p).unwrap();
+    let mut n = Nested::<U3>::new(&p).unwrap();
     let (s, c) = x.sin_cos();
     let expect = [
         d[0] * c,
@@ -77,7 +77,7 @@ fn snippet_15_order_2_levels_match_closed_forms() {
     // Δ = 1, Δ′ = 1, Δ″ = 0: the last closure returns f″ = −sin x.
     let x = 1.3_f64;
     let p = sin_program(x);
-    let n = Nested::<U2>::new(&p).unwrap();
+    let mut n = Nested::<U2>::new(&p).unwrap();
     let (_, l0) = n.primal(&[x]).unwrap();
     let (_, l1) = l0.call(&[1.0]).unwrap();
     let (_, l2) = l1.call(&[1.0]).unwrap();
@@ -91,7 +91,7 @@ fn figure_6_order_3_levels_match_closed_forms() {
     // e₁ = e₂ = e₄ = 1, others 0: the last closure returns f‴ = −cos x.
     let x = 2.1_f64;
     let p = sin_program(x);
-    let n = Nested::<U3>::new(&p).unwrap();
+    let mut n = Nested::<U3>::new(&p).unwrap();
     let (_, l) = n.primal(&[x]).unwrap();
     let (_, l) = l.call(&[1.0]).unwrap();
     let (_, l) = l.call(&[1.0]).unwrap();

@@ -161,7 +161,7 @@ fn long_loop_programs_agree() {
                 let got = got.map_err(|e| TestCaseError::fail(e.to_string()))?;
                 prop_assert!(want.iter().zip(&got).all(|(a, b)| same_bits(*a, *b)));
             }
-            let joint = nest(&q, 1).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let joint = nest(&*q, 1).map_err(|e| TestCaseError::fail(e.to_string()))?;
             let mut xj = x.clone();
             xj.extend(v.iter().cycle().take(q.n_outputs()));
             same(&joint, &xj, &mut regs)?;

@@ -557,7 +557,7 @@ fn nested_order_four_levels_agree_with_the_bundle_program() {
     )
     .unwrap();
     let bundle = nest(&p, 4).unwrap();
-    let n = Nested::<U4>::new(&p).unwrap();
+    let mut n = Nested::<U4>::new(&p).unwrap();
     let widths = &bundle.input_blocks()[1..];
     assert_eq!(widths.len(), 15);
     let x = [0.9, 0.35];
@@ -660,7 +660,7 @@ fn zero_output_functions_do_not_panic() {
         assert!(y.is_empty() && jv.is_empty());
         assert!(optic_ad::jacobian(f, &[1.0]).unwrap().is_empty());
         let p = trace(f, &[1.0, 2.0]).unwrap();
-        let n = Nested::<typenum::U2>::new(&p).unwrap();
+        let mut n = Nested::<typenum::U2>::new(&p).unwrap();
         let (y, l) = n.primal(&[1.0, 2.0]).unwrap();
         let (r1, l) = l.call(&[]).unwrap();
         let (r2, l) = l.call(&[3.0, 4.0]).unwrap();

@@ -74,6 +74,7 @@ mod trace;
 mod transform;
 mod unroll;
 
+pub use crate::functor::nest;
 pub use api::{Array, Dense, Indices};
 pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
 pub use exec::ArrayWorkspace;
@@ -87,4 +88,4 @@ pub use nested::{Level, Nested};
 pub use shape::Shape;
 pub use taylor::{taylor, Directional, TaylorProgram};
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
-pub use transform::{forward, nest, reverse_joint};
+pub use transform::{forward, reverse_joint};

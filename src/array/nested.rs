@@ -1,25 +1,23 @@
-//! The typed nested-closure bundle on array programs: [`Nested`] and
-//! [`Level`], the array counterparts of [`crate::Nested`] and
-//! [`crate::functor::Level`].
+//! The nested-closure bundle on array programs: [`crate::Nested`] and
+//! [`crate::functor::Level`] for [`ArrayProgram`]s, whose stages run in
+//! one [`ArrayWorkspace`].
 
-use std::marker::PhantomData;
-use std::ops::{Add, Range, Shl, Sub};
-
-use typenum::{Add1, IsLess, IsLessOrEqual, Shleft, True, Unsigned, B1, U0, U1};
+use std::ops::Range;
 
 use super::exec::ArrayWorkspace;
 use super::ir::{ArrayOp, ArrayProgram};
-use super::transform::nest;
+use super::transform::permute_blocks;
 use crate::error::Result;
-use crate::functor::{Closures, MaxOrder};
+use crate::functor::{ProgramKind, ProgramKindSealed};
 
-/// ∂⃖ᴺ of an array program as `2ᴺ − 1` nested closures, typed by the
+/// ∂⃖ᴺ of an array program as `2ᴺ − 1` nested closures: the one
+/// [`crate::Nested`] type, for array programs. Typed by the
 /// order `N` (a typenum unsigned): the primal at `x` returns `y` and the
-/// first [`Level`]; [`Level::call`] feeds closure `k` its input `d_k` and
+/// first [`Level`]; [`crate::functor::Level::call`] feeds closure `k` its input `d_k` and
 /// returns `r_k` and the next level, and exists only while closures
 /// remain. The encoding is Fischer's (K. Fischer, "∂P.jl terminology and
 /// notation guide", §VII.B; the book's chapter "Higher order and the
-/// nested-closure encoding"), built by [`nest`].
+/// nested-closure encoding"), built by [`crate::nest`].
 ///
 /// The bundle program runs in stages in one [`ArrayWorkspace`]: stage `k`
 /// runs the instructions whose latest input block is `d_k` (stage 0 those
@@ -31,7 +29,7 @@ use crate::functor::{Closures, MaxOrder};
 /// Shapes: for an array program with `a` inputs and `b` outputs, `x`, the
 /// even `d_k` and the odd `r_k` are blocks of `a` arrays (the shapes of
 /// the program's inputs), `y`, the odd `d_k` and the even `r_k` blocks of
-/// `b` (the shapes of its outputs), as [`nest`] documents.
+/// `b` (the shapes of its outputs), as [`crate::nest`] documents.
 ///
 /// # Example
 ///
@@ -74,8 +72,19 @@ use crate::functor::{Closures, MaxOrder};
 /// let (_, l1) = l0.call(&[&[1.0]]).unwrap();
 /// let _ = l1.call(&[&[1.0]]); // order 1 has one closure
 /// ```
+pub type Nested<N> = crate::functor::Nested<N, ArrayProgram>;
+
+/// The state of an order-`N` array bundle after `L` of its closures have
+/// been called: [`crate::functor::Level`] for array programs. The residual
+/// lives in the bundle's workspace. [`Level::call`](crate::functor::Level::call)
+/// exists only while `L < 2ᴺ − 1`.
+pub type Level<'a, N, L> = crate::functor::Level<'a, N, L, ArrayProgram>;
+
+/// The stages of an array bundle: which instructions each stage runs, in
+/// one workspace that keeps the residuals.
+#[doc(hidden)]
 #[derive(Clone, Debug)]
-pub struct Nested<N> {
+pub struct ArrayStages {
     program: ArrayProgram,
     ws: ArrayWorkspace,
     /// `masks[k]`: the instructions stage `k` runs.
@@ -86,20 +95,39 @@ pub struct Nested<N> {
     out_blocks: Vec<Range<usize>>,
     /// The inputs given so far (zeros for blocks not given yet).
     inputs: Vec<Vec<f64>>,
-    _order: PhantomData<N>,
 }
 
-impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
-    /// Builds ∂⃖ᴺ of `p` ([`nest`]) and plans its stages.
-    ///
-    /// # Errors
-    ///
-    /// Those of [`nest`].
-    pub fn new(p: &ArrayProgram) -> Result<Self> {
-        let order = N::to_usize();
-        let program = nest(p, order)?;
+impl ProgramKindSealed for ArrayProgram {}
+
+impl ProgramKind for ArrayProgram {
+    type Block<'a> = &'a [&'a [f64]];
+    type Values = Vec<Vec<f64>>;
+    type Stages = ArrayStages;
+
+    fn io(&self) -> (usize, usize) {
+        (self.input_shapes.len(), self.outputs.len())
+    }
+
+    fn nested_len(&self) -> usize {
+        self.len() + self.body_len()
+    }
+
+    fn joint_ordered(&self, in_w: &[usize], out_w: &[usize], perm: &[usize]) -> Result<Self> {
+        let joint = super::transform::reverse_joint(self)?;
+        let joint_in: Vec<usize> = in_w.iter().chain(out_w).copied().collect();
+        let joint_out: Vec<usize> = out_w.iter().chain(in_w).copied().collect();
+        permute_blocks(&joint, &joint_in, &joint_out, perm)
+    }
+
+    fn order_zero(&self) -> Self {
+        self.clone()
+    }
+
+    fn plan(program: Self, (a, b): (usize, usize), order: usize) -> Result<ArrayStages> {
+        if let Some(e) = &program.defect {
+            return Err(e.clone());
+        }
         let k = (1usize << order) - 1;
-        let (a, b) = (p.input_shapes.len(), p.outputs.len());
         // Block widths: x and the even d_k have a arrays, the odd d_k b;
         // y and the even r_k have b, the odd r_k a.
         let ranges = |first: usize, other: usize| -> Vec<Range<usize>> {
@@ -119,7 +147,9 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
         let mut block_of_input = vec![0usize; program.input_shapes.len()];
         for (blk, r) in in_blocks.iter().enumerate() {
             for i in r.clone() {
-                block_of_input[i] = blk;
+                if let Some(slot) = block_of_input.get_mut(i) {
+                    *slot = blk;
+                }
             }
         }
         let mut level = vec![0usize; n];
@@ -161,86 +191,34 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
             .map(|s| level.iter().map(|&l| l == s).collect())
             .collect();
         let ws = ArrayWorkspace::with_persist(&program, persist);
-        Ok(Nested {
+        Ok(ArrayStages {
             program,
             ws,
             masks,
             in_blocks,
             out_blocks,
             inputs: Vec::new(),
-            _order: PhantomData,
         })
     }
 
-    /// The number of nested closures, `2ᴺ − 1`.
-    pub fn closures() -> usize {
-        (1usize << N::to_usize()) - 1
-    }
-
-    /// The bundle program ([`nest`] of the program), inputs
-    /// `[x, d₁ … d_K]` and outputs `[y, r₁ … r_K]` as blocks of arrays.
-    pub fn program(&self) -> &ArrayProgram {
-        &self.program
-    }
-
-    /// Runs the primal stage at `x` (one slice per input of the program),
-    /// returning `y` (one vector per output) and the first level.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::LengthMismatch`] for a wrong number of arrays or a wrong
-    /// length; [`crate::Error::GuardFailed`] where a traced comparison no longer
-    /// holds.
-    #[allow(clippy::type_complexity)]
-    pub fn primal(&mut self, x: &[&[f64]]) -> Result<(Vec<Vec<f64>>, Level<'_, N, U0>)> {
-        if self.inputs.is_empty() {
-            self.inputs = self
+    /// Copies block `stage`'s inputs in, runs the stage and returns its
+    /// output block.
+    fn run_stage(s: &mut ArrayStages, stage: usize, given: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
+        if s.inputs.is_empty() {
+            s.inputs = s
                 .program
                 .input_shapes
                 .iter()
-                .map(|s| vec![0.0; s.len()])
+                .map(|sh| vec![0.0; sh.len()])
                 .collect();
         }
-        let y = self.run_stage(0, x)?;
-        Ok((
-            y,
-            Level {
-                nested: self,
-                _level: PhantomData,
-            },
-        ))
-    }
-
-    /// The whole bundle in one call: the primal at `x`, then closures
-    /// `1 … 2ᴺ − 1` in order, closure `k` fed `d[k − 1]`. Returns `y` and
-    /// `[r₁, …, r_K]`, the numbers of [`Nested::primal`] followed by each
-    /// [`Level::call`].
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::LengthMismatch`] for a wrong number of closure inputs,
-    /// arrays or elements; the errors of [`Nested::primal`].
-    #[allow(clippy::type_complexity)]
-    pub fn call_all(
-        &mut self,
-        x: &[&[f64]],
-        d: &[&[&[f64]]],
-    ) -> Result<(Vec<Vec<f64>>, Vec<Vec<Vec<f64>>>)> {
-        crate::error::check_len("closure inputs of the bundle", Self::closures(), d.len())?;
-        let (y, _) = self.primal(x)?;
-        let mut outs = Vec::with_capacity(d.len());
-        for (k, dk) in d.iter().enumerate() {
-            outs.push(self.run_stage(k + 1, dk)?);
-        }
-        Ok((y, outs))
-    }
-}
-
-impl<N> Nested<N> {
-    /// Copies block `stage`'s inputs in, runs the stage and returns its
-    /// output block.
-    fn run_stage(&mut self, stage: usize, given: &[&[f64]]) -> Result<Vec<Vec<f64>>> {
-        let block = self.in_blocks[stage].clone();
+        let Some(block) = s.in_blocks.get(stage).cloned() else {
+            return Err(crate::Error::IndexOutOfRange {
+                what: "stage of the bundle",
+                index: stage,
+                len: s.in_blocks.len(),
+            });
+        };
         crate::error::check_len(
             "arrays in the closure's input block",
             block.len(),
@@ -249,57 +227,26 @@ impl<N> Nested<N> {
         for (j, g) in block.clone().zip(given) {
             crate::error::check_len(
                 "closure input length",
-                self.program.input_shapes[j].len(),
+                s.program.input_shapes[j].len(),
                 g.len(),
             )?;
         }
         for (j, g) in block.zip(given) {
-            self.inputs[j].copy_from_slice(g);
+            s.inputs[j].copy_from_slice(g);
         }
-        let ins: Vec<&[f64]> = self.inputs.iter().map(Vec::as_slice).collect();
-        self.ws
-            .run_masked(&self.program, &ins, Some(&self.masks[stage]))?;
-        Ok(self.out_blocks[stage]
+        let ins: Vec<&[f64]> = s.inputs.iter().map(Vec::as_slice).collect();
+        s.ws.run_masked(&s.program, &ins, Some(&s.masks[stage]))?;
+        Ok(s.out_blocks[stage]
             .clone()
-            .map(|k| self.ws.output(&self.program, k).to_vec())
+            .map(|k| s.ws.output(&s.program, k).to_vec())
             .collect())
     }
 }
 
-/// The state of an order-`N` array bundle after `L` of its closures have
-/// been called; the residual lives in the bundle's workspace.
-/// [`Level::call`] exists only while `L < 2ᴺ − 1`.
-#[derive(Debug)]
-pub struct Level<'a, N, L> {
-    nested: &'a mut Nested<N>,
-    _level: PhantomData<L>,
-}
-
-impl<'a, N, L> Level<'a, N, L>
-where
-    N: Unsigned,
-    U1: Shl<N>,
-    Shleft<U1, N>: Sub<B1>,
-    Closures<N>: Unsigned,
-    L: Unsigned + IsLess<Closures<N>, Output = True> + Add<B1>,
-    Add1<L>: Unsigned,
-{
-    /// Calls closure `L + 1` with its input block `d` (one slice per
-    /// array), returning its output block `r` and the next level.
-    ///
-    /// # Errors
-    ///
-    /// [`crate::Error::LengthMismatch`] for a wrong number of arrays or a wrong
-    /// length.
-    #[allow(clippy::type_complexity)]
-    pub fn call(self, d: &[&[f64]]) -> Result<(Vec<Vec<f64>>, Level<'a, N, Add1<L>>)> {
-        let r = self.nested.run_stage(L::to_usize() + 1, d)?;
-        Ok((
-            r,
-            Level {
-                nested: self.nested,
-                _level: PhantomData,
-            },
-        ))
+impl<N> crate::functor::Nested<N, ArrayProgram> {
+    /// The bundle program ([`crate::nest`] of the program), inputs
+    /// `[x, d₁ … d_K]` and outputs `[y, r₁ … r_K]` as blocks of arrays.
+    pub fn program(&self) -> &ArrayProgram {
+        &self.planned().program
     }
 }

@@ -344,81 +344,9 @@ pub(crate) fn linear_split(body: &Program, early: &[bool]) -> Option<(Program, P
     Some((coef, late))
 }
 
-/// ∂⃖ᴺ of an array program in the nested-closure encoding: the array
-/// counterpart of [`crate::nest`] (K. Fischer, "∂P.jl terminology and
-/// notation guide", §VII.B; the book's chapter "Higher order and the
-/// nested-closure encoding"), built by applying [`reverse_joint`] `order`
-/// times and putting the blocks of each level in the encoding's order.
-///
-/// The program `P_order(x; d₁ … d_K) → (y, r₁ … r_K)`, `K = 2^order − 1`:
-/// closure `k` takes `d_k` and returns `r_k`, and `r_k` depends only on `x`
-/// and `d₁ … d_k`. Level `n + 1` is the joint program of level `n`, whose
-/// inputs `[x, d₁ … d_K, ȳ, r̄₁ … r̄_K]` are taken in the order
-/// `[x, d₁ … d_K, r̄_K … r̄₁, ȳ]` (and its outputs likewise), so that the
-/// cotangents of one level are the next level's closures. Order 0 is `p`.
-///
-/// A block is a group of array inputs or outputs: for `p` with `a` inputs
-/// and `b` outputs, `x`, the even `d_k` and the odd `r_k` are blocks of `a`
-/// arrays (the shapes of `p`'s inputs), `y`, the odd `d_k` and the even
-/// `r_k` blocks of `b` (the shapes of its outputs). Flattened, the inputs
-/// and outputs are those of [`crate::nest`] on the scalar trace of the same
-/// function (`tests/arrays.rs` checks their values at orders 1 to 3).
-///
-/// # Errors
-///
-/// [`crate::Error::OrderTooHigh`] above [`crate::functor::MAX_ORDER`];
-/// [`crate::Error::ProgramTooLarge`] when a level after the first would be
-/// expected to pass [`crate::functor::MAX_NESTED_LEN`] instructions
-/// (counting map bodies), before it is built.
-///
-/// # Example
-///
-/// ```
-/// use optic_ad::array::{nest, trace, Array};
-/// use optic_ad::Real;
-///
-/// // f(x) = Σ sin(xᵢ). Order 2: inputs [x, d₁, d₂, d₃], outputs
-/// // [y, r₁, r₂, r₃].
-/// let x = [0.1, 0.2];
-/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.sin()).sum()), &[&x]).unwrap();
-/// let p2 = nest(&p, 2).unwrap();
-/// assert_eq!(p2.input_shapes().len(), 4);
-/// // With d₁ = 1, d₂ = e₀ and d₃ = 0 the last closure returns H e₀, the
-/// // Hessian's first column (−sin x₀, 0).
-/// let out = p2.eval(&[&x, &[1.0], &[1.0, 0.0], &[0.0]]).unwrap();
-/// assert!((out[3][0] + 0.1_f64.sin()).abs() < 1e-15 && out[3][1] == 0.0);
-/// ```
-pub fn nest(p: &ArrayProgram, order: usize) -> Result<ArrayProgram> {
-    crate::functor::nested::check_order(order)?;
-    let mut cur = p.clone();
-    // The number of arrays in each input and output block of `cur`.
-    let mut in_w = vec![p.input_shapes.len()];
-    let mut out_w = vec![p.outputs.len()];
-    for n in 0..order {
-        if n >= 1 {
-            let size = cur.len() + cur.body_len();
-            crate::functor::nested::check_nested_size(size, order - n)?;
-        }
-        let joint = reverse_joint(&cur)?;
-        let k = (1usize << n) - 1;
-        // The joint's blocks: inputs [x, d₁..d_K, ȳ, r̄₁..r̄_K], outputs
-        // [y, r₁..r_K, x̄, d̄₁..d̄_K]; taken in the order
-        // [x, d₁..d_K, r̄_K..r̄₁, ȳ] / [y, r₁..r_K, d̄_K..d̄₁, x̄].
-        let mut perm: Vec<usize> = (0..=k).collect();
-        perm.extend((k + 2..=2 * k + 1).rev());
-        perm.push(k + 1);
-        let joint_in: Vec<usize> = in_w.iter().chain(&out_w).copied().collect();
-        let joint_out: Vec<usize> = out_w.iter().chain(&in_w).copied().collect();
-        cur = permute_blocks(&joint, &joint_in, &joint_out, &perm)?;
-        in_w = perm.iter().map(|&j| joint_in[j]).collect();
-        out_w = perm.iter().map(|&j| joint_out[j]).collect();
-    }
-    Ok(cur)
-}
-
 /// `p` with its input blocks (of `in_w` arrays each) and output blocks
 /// (of `out_w`) taken in the order `perm`.
-fn permute_blocks(
+pub(crate) fn permute_blocks(
     p: &ArrayProgram,
     in_w: &[usize],
     out_w: &[usize],

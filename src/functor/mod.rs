@@ -12,8 +12,10 @@ pub(crate) mod taylor;
 
 pub use crate::program::{split_stages, Stage};
 pub use forward::forward;
+pub(crate) use nested::sealed::Sealed as ProgramKindSealed;
 pub use nested::{
-    nest, nested_derivatives, Closures, Level, MaxOrder, Nested, MAX_NESTED_LEN, MAX_ORDER,
+    nest, nested_derivatives, Closures, Level, MaxOrder, Nested, ProgramKind, MAX_NESTED_LEN,
+    MAX_ORDER,
 };
 pub use reverse::{reverse, reverse_joint, ReverseOptic};
 pub use taylor::{MaxTaylorOrder, TaylorProgram, MAX_TAYLOR_ORDER};

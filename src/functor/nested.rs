@@ -10,29 +10,84 @@ use typenum::{Add1, IsLess, IsLessOrEqual, Shleft, Sub1, True, Unsigned, B1, U0,
 use super::reverse::reverse_joint_ordered;
 use crate::error::{Error, Result};
 use crate::program::Program;
-use crate::program::{Seed, Stage, Staged};
+use crate::program::{Seed, Stage, Staged, StagedWorkspace};
+
+/// A kind of program that the nested-closure encoding applies to: scalar
+/// [`Program`]s (inputs and outputs are numbers) and
+/// [`ArrayProgram`](crate::array::ArrayProgram)s (inputs and outputs are
+/// arrays). [`nest`], [`Nested`] and [`Level`] are written once over it.
+/// Sealed: the crate implements it for those two.
+pub trait ProgramKind: Clone + std::fmt::Debug + sealed::Sealed {
+    /// A block of closure inputs as a caller gives it: `&[f64]` for a
+    /// scalar program, one slice per array (`&[&[f64]]`) for an array
+    /// program.
+    type Block<'a>: Copy;
+    /// A block of closure outputs as returned: `Vec<f64>`, or one vector
+    /// per array.
+    type Values;
+    /// The planned stages of a bundle and the buffers they run in.
+    #[doc(hidden)]
+    type Stages: Clone + std::fmt::Debug;
+
+    /// The number of inputs and of outputs (numbers, or arrays).
+    #[doc(hidden)]
+    fn io(&self) -> (usize, usize);
+    /// The instructions a nesting level copies (map bodies included).
+    #[doc(hidden)]
+    fn nested_len(&self) -> usize;
+    /// ∂⃖ as one joint program whose input blocks (of `in_w` and then
+    /// `out_w` entries: `[x…, ȳ…]`) and output blocks (`out_w`, then
+    /// `in_w`) are taken in the order `perm`.
+    #[doc(hidden)]
+    fn joint_ordered(&self, in_w: &[usize], out_w: &[usize], perm: &[usize]) -> Result<Self>;
+    /// The program as the order-0 bundle.
+    #[doc(hidden)]
+    fn order_zero(&self) -> Self;
+    /// Plans the stages of `bundle`, the order-`order` bundle of a program
+    /// with `io` inputs and outputs.
+    #[doc(hidden)]
+    fn plan(bundle: Self, io: (usize, usize), order: usize) -> Result<Self::Stages>;
+    /// Runs stage `k` of the bundle on its own inputs.
+    #[doc(hidden)]
+    fn run_stage(
+        stages: &mut Self::Stages,
+        k: usize,
+        given: Self::Block<'_>,
+    ) -> Result<Self::Values>;
+}
+
+pub(crate) mod sealed {
+    /// Only the crate's program kinds implement
+    /// [`ProgramKind`](super::ProgramKind).
+    pub trait Sealed {}
+}
 
 /// The order-`order` bundle program `P_order(x; d₁ … d_K) → (y, r₁ … r_K)`
-/// with `K = 2^order − 1`, built by applying ∂⃖ `order` times.
+/// with `K = 2^order − 1`, built by applying ∂⃖ `order` times, for a scalar
+/// or an array program ([`ProgramKind`]).
 ///
 /// `P₀ = p`. `P_{n+1}` is the joint program of ∂⃖P_n (see
-/// [`super::reverse::reverse_joint`]) with its blocks put in the order of
+/// [`super::reverse::reverse_joint`] and
+/// [`crate::array::reverse_joint`]) with its blocks put in the order of
 /// the nested-closure encoding (the book's chapter "Higher order and the
 /// nested-closure encoding"): inputs `[x, d₁…d_K, r̄_K … r̄₁, ȳ]`, outputs
 /// `[y, r₁…r_K, d̄_K … d̄₁, x̄]`. Closure `k` takes `d_k` and returns `r_k`,
 /// and `r_k` depends only on `x` and `d₁ … d_k`.
 ///
-/// Shapes: for `p : ℝⁿ → ℝᵐ` the widths alternate: `d_k` has `m` entries
-/// for odd `k` and `n` for even `k`, and `r_k` the other (the book's
-/// chapter "Architecture"), as the blocks record
-/// ([`Program::input_blocks`], [`Program::output_blocks`]).
+/// Shapes: for `p` with `a` inputs and `b` outputs the blocks alternate:
+/// `x`, the even `d_k` and the odd `r_k` have `a` entries (numbers, or
+/// arrays of the shapes of `p`'s inputs), `y`, the odd `d_k` and the even
+/// `r_k` have `b` (the book's chapter "Architecture"). A scalar bundle
+/// records its blocks ([`Program::input_blocks`],
+/// [`Program::output_blocks`]).
 ///
 /// # Errors
 ///
 /// [`Error::OrderTooHigh`] for an order above [`MAX_ORDER`] (the bundle
 /// would have over a million closures), before anything is built;
 /// [`Error::ProgramTooLarge`] when a nesting level after the first would
-/// pass [`MAX_NESTED_LEN`] instructions, before that level is built.
+/// pass [`MAX_NESTED_LEN`] instructions (counting map bodies), before that
+/// level is built; for an array program, its defect if it has one.
 ///
 /// # Example
 ///
@@ -43,29 +98,96 @@ use crate::program::{Seed, Stage, Staged};
 /// let p2 = nest(&p, 2).unwrap();
 /// assert_eq!(p2.input_blocks().len(), 4); // x, d₁, d₂, d₃
 /// ```
-pub fn nest(p: &Program, order: usize) -> Result<Program> {
+///
+/// The same function on an array program (`array::nest` is this one):
+///
+/// ```
+/// use optic_ad::array::{nest, trace, Array};
+/// use optic_ad::Real;
+///
+/// // f(x) = Σ sin(xᵢ). Order 2: inputs [x, d₁, d₂, d₃], outputs
+/// // [y, r₁, r₂, r₃].
+/// let x = [0.1, 0.2];
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.sin()).sum()), &[&x]).unwrap();
+/// let p2 = nest(&p, 2).unwrap();
+/// assert_eq!(p2.input_shapes().len(), 4);
+/// // With d₁ = 1, d₂ = e₀ and d₃ = 0 the last closure returns H e₀, the
+/// // Hessian's first column (−sin x₀, 0).
+/// let out = p2.eval(&[&x, &[1.0], &[1.0, 0.0], &[0.0]]).unwrap();
+/// assert!((out[3][0] + 0.1_f64.sin()).abs() < 1e-15 && out[3][1] == 0.0);
+/// ```
+pub fn nest<P: ProgramKind>(p: &P, order: usize) -> Result<P> {
     check_order(order)?;
-    let mut cur: Option<Program> = None;
+    let mut cur: Option<P> = None;
+    // The width of each input and output block of the current level.
+    let (a, b) = p.io();
+    let (mut in_w, mut out_w) = (vec![a], vec![b]);
     for n in 0..order {
         let src = cur.as_ref().unwrap_or(p);
-        // P₀ is `p` with one input and one output block.
-        let (in_w, out_w) = match &cur {
-            Some(c) => (c.input_blocks.clone(), c.output_blocks.clone()),
-            None => (vec![p.n_inputs], vec![p.outputs.len()]),
-        };
         if n >= 1 {
-            check_nested_size(src.len(), order - n)?;
+            check_nested_size(src.nested_len(), order - n)?;
         }
         let k = (1usize << n) - 1;
         // Joint blocks: [x, d₁..d_K, ȳ, r̄₁..r̄_K] / [y, r₁..r_K, x̄, d̄₁..d̄_K],
-        // built directly in the order [x, d₁..d_K, r̄_K..r̄₁, ȳ] /
+        // taken in the order [x, d₁..d_K, r̄_K..r̄₁, ȳ] /
         // [y, r₁..r_K, d̄_K..d̄₁, x̄].
         let mut perm: Vec<usize> = (0..=k).collect();
         perm.extend((k + 2..=2 * k + 1).rev());
         perm.push(k + 1);
-        cur = Some(reverse_joint_ordered(src, &in_w, &out_w, &perm, &perm));
+        let next = src.joint_ordered(&in_w, &out_w, &perm)?;
+        let joint_in: Vec<usize> = in_w.iter().chain(&out_w).copied().collect();
+        let joint_out: Vec<usize> = out_w.iter().chain(&in_w).copied().collect();
+        in_w = perm.iter().map(|&j| joint_in[j]).collect();
+        out_w = perm.iter().map(|&j| joint_out[j]).collect();
+        cur = Some(next);
     }
-    Ok(cur.unwrap_or_else(|| p.flatten_blocks()))
+    Ok(cur.unwrap_or_else(|| p.order_zero()))
+}
+
+impl sealed::Sealed for Program {}
+
+/// The stages of a scalar bundle and the buffers they run in; a closure's
+/// residual stays in the buffers.
+#[doc(hidden)]
+#[derive(Clone, Debug)]
+pub struct ScalarStages {
+    staged: Staged,
+    ws: StagedWorkspace,
+}
+
+impl ProgramKind for Program {
+    type Block<'a> = &'a [f64];
+    type Values = Vec<f64>;
+    type Stages = ScalarStages;
+
+    fn io(&self) -> (usize, usize) {
+        (self.n_inputs, self.outputs.len())
+    }
+
+    fn nested_len(&self) -> usize {
+        self.len()
+    }
+
+    fn joint_ordered(&self, in_w: &[usize], out_w: &[usize], perm: &[usize]) -> Result<Self> {
+        Ok(reverse_joint_ordered(self, in_w, out_w, perm, perm))
+    }
+
+    fn order_zero(&self) -> Self {
+        self.flatten_blocks()
+    }
+
+    fn plan(bundle: Self, _: (usize, usize), order: usize) -> Result<ScalarStages> {
+        let k = (1usize << order) - 1;
+        let stage_ids: Vec<usize> = (0..=k).collect();
+        let staged = Staged::split(&bundle, &stage_ids, &stage_ids, k + 1)?;
+        let ws = staged.workspace();
+        Ok(ScalarStages { staged, ws })
+    }
+
+    fn run_stage(s: &mut ScalarStages, k: usize, given: &[f64]) -> Result<Vec<f64>> {
+        s.staged.run_with(k, &mut s.ws, given)?;
+        Ok(s.staged.own_outputs(&s.ws, k).to_vec())
+    }
 }
 
 /// A straight-line program for the `k`-th derivative of a scalar function
@@ -206,12 +328,16 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 
 /// The order-`N` optic ∂⃖ᴺf of a program, split into its primal stage and
 /// its `2ᴺ − 1` nested closures (see the book's chapter "Higher order and
-/// the nested-closure encoding").
+/// the nested-closure encoding"), for a scalar [`Program`] (the default) or
+/// an [`ArrayProgram`](crate::array::ArrayProgram)
+/// ([`crate::array::Nested`] is this type for array programs).
 ///
 /// Stage 0 maps `x` to `y`; closure `k` (stage `k`) maps `d_k` to `r_k`.
-/// Each stage is a [`Program`] that also takes the residual of the stages
-/// before it and hands its own to the next: the closure captures of
-/// Snippet 15 of Fischer's ∂P.jl notes, made explicit.
+/// Each stage runs the part of the bundle program ([`nest`]) that its own
+/// inputs make computable; what a later closure reads from an earlier
+/// stage (the residual: the closure captures of Snippet 15 of Fischer's
+/// ∂P.jl notes, made explicit) stays in the bundle's buffers, so nothing is
+/// recomputed, and calls allocate only the values they return.
 ///
 /// The order is a typenum so that the closure levels are typed: see
 /// [`Level`]. Calling past the last closure does not compile:
@@ -221,7 +347,7 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 /// use typenum::U1;
 ///
 /// let p = trace(|x| vec![x[0].sin()], &[0.3]).unwrap();
-/// let n = Nested::<U1>::new(&p).unwrap();
+/// let mut n = Nested::<U1>::new(&p).unwrap();
 /// let (_y, l0) = n.primal(&[0.3]).unwrap();
 /// let (_r1, l1) = l0.call(&[1.0]).unwrap();
 /// let _ = l1.call(&[1.0]); // order 1 has one closure: no second call
@@ -247,7 +373,7 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 ///
 /// let x = 0.7_f64;
 /// let p = trace(|x| vec![x[0].sin()], &[x]).unwrap();
-/// let n = Nested::<U2>::new(&p).unwrap();
+/// let mut n = Nested::<U2>::new(&p).unwrap();
 /// assert_eq!(Nested::<U2>::closures(), 3);
 /// let (y, l0) = n.primal(&[x]).unwrap();
 /// assert_relative_eq!(y[0], x.sin());
@@ -260,44 +386,26 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 /// assert_relative_eq!(r3[0], ddp * x.cos() - dp * d * x.sin());
 /// ```
 #[derive(Clone, Debug)]
-pub struct Nested<N> {
-    staged: Staged,
+pub struct Nested<N, P: ProgramKind = Program> {
+    stages: P::Stages,
     _order: PhantomData<N>,
 }
 
-impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
-    /// Builds ∂⃖ᴺ of `p` and splits it into stages.
+impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>, P: ProgramKind> Nested<N, P> {
+    /// Builds ∂⃖ᴺ of `p` ([`nest`]) and plans its stages.
     ///
     /// # Errors
     ///
     /// Those of [`nest`]; [`Error::NotCausal`] would mean a bug in the
     /// transform.
-    pub fn new(p: &Program) -> Result<Self> {
+    pub fn new(p: &P) -> Result<Self> {
         let order = N::to_usize();
         let pn = nest(p, order)?;
-        let k = (1usize << order) - 1;
-        let stage_ids: Vec<usize> = (0..=k).collect();
-        let staged = Staged::split(&pn, &stage_ids, &stage_ids, k + 1)?;
+        let stages = P::plan(pn, p.io(), order)?;
         Ok(Nested {
-            staged,
+            stages,
             _order: PhantomData,
         })
-    }
-
-    /// The number of nested closures, `2ᴺ − 1`.
-    pub fn closures() -> usize {
-        (1usize << N::to_usize()) - 1
-    }
-
-    /// The stages: index 0 is the primal, index `k` is closure `k`.
-    pub fn stages(&self) -> &[Stage] {
-        self.staged.stages()
-    }
-
-    /// The bundle as one [`Staged`] program (stage 0 the primal, stage `k`
-    /// closure `k`), to run in a reusable [`crate::StagedWorkspace`].
-    pub fn staged(&self) -> &Staged {
-        &self.staged
     }
 
     /// The whole bundle in one call: the primal at `x`, then every closure
@@ -306,8 +414,8 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
     /// [`Nested::primal`] followed by each [`Level::call`], in one call.
     ///
     /// Shapes: `x` has the width of the program's input, `d` has
-    /// [`Nested::closures`] entries, `d[k − 1]` the width of input block `k`
-    /// of the bundle program; `r_k` has that of output block `k`.
+    /// `2ᴺ − 1` entries, `d[k − 1]` the width of input block `k` of the
+    /// bundle program; `r_k` has that of output block `k`.
     ///
     /// # Errors
     ///
@@ -324,7 +432,7 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
     /// // f‴ of sin from the order-3 bundle: seeds d₁ = d₂ = d₄ = 1, the last
     /// // closure returns −cos x (the book's higher-order chapter).
     /// let p = trace(|x| vec![x[0].sin()], &[0.0]).unwrap();
-    /// let bundle = Nested::<U3>::new(&p).unwrap();
+    /// let mut bundle = Nested::<U3>::new(&p).unwrap();
     /// let d: Vec<Vec<f64>> = (1..=7)
     ///     .map(|k: usize| vec![if k.is_power_of_two() { 1.0 } else { 0.0 }])
     ///     .collect();
@@ -333,21 +441,18 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
     /// assert_relative_eq!(y[0], 0.5_f64.sin());
     /// assert_relative_eq!(r[6][0], -(0.5_f64.cos()));
     /// ```
-    pub fn call_all(&self, x: &[f64], d: &[&[f64]]) -> Result<(Vec<f64>, Vec<Vec<f64>>)> {
-        let k = Self::closures();
-        if d.len() != k {
-            return Err(Error::LengthMismatch {
-                what: "closure inputs of the bundle",
-                expected: k,
-                got: d.len(),
-            });
-        }
-        let (y, mut residual) = self.staged.run(0, &[], x)?;
+    #[allow(clippy::type_complexity)]
+    pub fn call_all(
+        &mut self,
+        x: P::Block<'_>,
+        d: &[P::Block<'_>],
+    ) -> Result<(P::Values, Vec<P::Values>)> {
+        let k = (1usize << N::to_usize()) - 1;
+        crate::error::check_len("closure inputs of the bundle", k, d.len())?;
+        let y = P::run_stage(&mut self.stages, 0, x)?;
         let mut outs = Vec::with_capacity(k);
-        for (i, di) in d.iter().enumerate() {
-            let (r, next) = self.staged.run(i + 1, &residual, di)?;
-            outs.push(r);
-            residual = next;
+        for (i, &di) in d.iter().enumerate() {
+            outs.push(P::run_stage(&mut self.stages, i + 1, di)?);
         }
         Ok((y, outs))
     }
@@ -356,33 +461,59 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
     ///
     /// # Errors
     ///
-    /// [`Error::LengthMismatch`] for a wrong `x` length;
-    /// [`Error::GuardFailed`] where a traced branch no longer holds.
-    pub fn primal(&self, x: &[f64]) -> Result<(Vec<f64>, Level<'_, N, U0>)> {
-        let (y, residual) = self.staged.run(0, &[], x)?;
+    /// [`Error::LengthMismatch`] for a wrong `x` length (or number of
+    /// arrays); [`Error::GuardFailed`] where a traced branch no longer
+    /// holds.
+    #[allow(clippy::type_complexity)]
+    pub fn primal(&mut self, x: P::Block<'_>) -> Result<(P::Values, Level<'_, N, U0, P>)> {
+        let y = P::run_stage(&mut self.stages, 0, x)?;
         Ok((
             y,
             Level {
                 nested: self,
-                residual,
                 _level: PhantomData,
             },
         ))
     }
 }
 
+impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>> Nested<N> {
+    /// The number of nested closures, `2ᴺ − 1`.
+    pub fn closures() -> usize {
+        (1usize << N::to_usize()) - 1
+    }
+
+    /// The stages: index 0 is the primal, index `k` is closure `k`.
+    pub fn stages(&self) -> &[Stage] {
+        self.stages.staged.stages()
+    }
+
+    /// The bundle as one [`Staged`] program (stage 0 the primal, stage `k`
+    /// closure `k`), to run in a reusable [`crate::StagedWorkspace`].
+    pub fn staged(&self) -> &Staged {
+        &self.stages.staged
+    }
+}
+
+impl<N, P: ProgramKind> Nested<N, P> {
+    /// The planned stages (for the program kind's own accessors).
+    pub(crate) fn planned(&self) -> &P::Stages {
+        &self.stages
+    }
+}
+
 /// The state of an order-`N` bundle after `L` of its closures have been
-/// called: it holds the residual the remaining closures capture.
+/// called: the residual the remaining closures capture lives in the
+/// bundle's buffers, which the level borrows.
 ///
 /// [`Level::call`] exists only while `L < 2ᴺ − 1`.
 #[derive(Debug)]
-pub struct Level<'a, N, L> {
-    nested: &'a Nested<N>,
-    residual: Vec<f64>,
+pub struct Level<'a, N, L, P: ProgramKind = Program> {
+    nested: &'a mut Nested<N, P>,
     _level: PhantomData<L>,
 }
 
-impl<'a, N, L> Level<'a, N, L>
+impl<'a, N, L, P> Level<'a, N, L, P>
 where
     N: Unsigned,
     U1: Shl<N>,
@@ -390,6 +521,7 @@ where
     Closures<N>: Unsigned,
     L: Unsigned + IsLess<Closures<N>, Output = True> + Add<B1>,
     Add1<L>: Unsigned,
+    P: ProgramKind,
 {
     /// Calls closure `L + 1` with its input `d`, returning its output `r`
     /// and the next level.
@@ -399,18 +531,15 @@ where
     ///
     /// # Errors
     ///
-    /// [`Error::LengthMismatch`] for a wrong `d` length.
+    /// [`Error::LengthMismatch`] for a wrong `d` length (or number of
+    /// arrays).
     #[allow(clippy::type_complexity)]
-    pub fn call(self, d: &[f64]) -> Result<(Vec<f64>, Level<'a, N, Add1<L>>)> {
-        let (r, residual) = self
-            .nested
-            .staged
-            .run(L::to_usize() + 1, &self.residual, d)?;
+    pub fn call(self, d: P::Block<'_>) -> Result<(P::Values, Level<'a, N, Add1<L>, P>)> {
+        let r = P::run_stage(&mut self.nested.stages, L::to_usize() + 1, d)?;
         Ok((
             r,
             Level {
                 nested: self.nested,
-                residual,
                 _level: PhantomData,
             },
         ))
