@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{operands, scalar_sum, vector_len};
+use super::{only, operands, scalar_sum, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::error::{check_len, Error, Result};
 use crate::program::{Builder, Var};
@@ -73,11 +73,7 @@ impl ArrayPrimitive for Slice {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        tangents
-            .first()
-            .copied()
-            .flatten()
-            .map(|t| b.slice(t, self.start, self.len))
+        only(tangents).map(|t| b.slice(t, self.start, self.len))
     }
 
     fn taylor(&self) -> TaylorRule {
@@ -162,11 +158,7 @@ impl ArrayPrimitive for Pad {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        tangents
-            .first()
-            .copied()
-            .flatten()
-            .map(|t| b.pad(t, self.start, self.len))
+        only(tangents).map(|t| b.pad(t, self.start, self.len))
     }
 
     fn taylor(&self) -> TaylorRule {
@@ -256,7 +248,7 @@ impl ArrayPrimitive for Gather {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        let t = tangents.first().copied().flatten()?;
+        let t = only(tangents)?;
         Some(b.gather_bounded(t, self.idx.clone(), self.bound))
     }
 
@@ -345,7 +337,7 @@ impl ArrayPrimitive for ScatterAdd {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        let t = tangents.first().copied().flatten()?;
+        let t = only(tangents)?;
         Some(b.scatter_add_bounded(t, self.idx.clone(), self.len, self.bound))
     }
 

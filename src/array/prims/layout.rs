@@ -1,6 +1,6 @@
 //! Layout: repeating a scalar or a vector, reshaping and transposing.
 
-use super::{matrix_dims, operands, vector_len};
+use super::{matrix_dims, only, operands, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayOp, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::array::kernels::{axis_len, broadcast_axis_into, transpose_into};
 use crate::error::{Error, Result};
@@ -55,11 +55,7 @@ impl ArrayPrimitive for Broadcast {
         tangents: &[Option<AVar>],
         out: Shape,
     ) -> Option<AVar> {
-        tangents
-            .first()
-            .copied()
-            .flatten()
-            .map(|t| b.broadcast(t, out))
+        only(tangents).map(|t| b.broadcast(t, out))
     }
 
     fn taylor(&self) -> TaylorRule {
@@ -135,11 +131,7 @@ impl ArrayPrimitive for BroadcastAxis {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        tangents
-            .first()
-            .copied()
-            .flatten()
-            .map(|t| b.broadcast_axis(t, self.axis, self.rows, self.cols))
+        only(tangents).map(|t| b.broadcast_axis(t, self.axis, self.rows, self.cols))
     }
 
     fn taylor(&self) -> TaylorRule {
@@ -207,11 +199,7 @@ impl ArrayPrimitive for Reshape {
         tangents: &[Option<AVar>],
         out: Shape,
     ) -> Option<AVar> {
-        tangents
-            .first()
-            .copied()
-            .flatten()
-            .map(|t| b.reshape(t, out))
+        only(tangents).map(|t| b.reshape(t, out))
     }
 
     fn taylor(&self) -> TaylorRule {
@@ -290,7 +278,7 @@ impl ArrayPrimitive for Transpose {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        tangents.first().copied().flatten().map(|t| b.transpose(t))
+        only(tangents).map(|t| b.transpose(t))
     }
 
     fn taylor(&self) -> TaylorRule {

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{matrix_dims, operands, scalar_sum, vector_len};
+use super::{matrix_dims, only, operands, scalar_sum, vector_len};
 use crate::array::ir::{
     AVar, ArrayBuilder, ArrayOp, ArrayPrim, ArrayPrimitive, Matrix, Shape, TaylorRule,
 };
@@ -57,7 +57,7 @@ impl ArrayPrimitive for MatVec {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        let t = tangents.first().copied().flatten()?;
+        let t = only(tangents)?;
         Some(b.matvec(self.m.clone(), t))
     }
 
@@ -128,7 +128,7 @@ impl ArrayPrimitive for VecMat {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        let t = tangents.first().copied().flatten()?;
+        let t = only(tangents)?;
         Some(b.vecmat(self.m.clone(), t))
     }
 

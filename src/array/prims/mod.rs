@@ -41,6 +41,12 @@ pub fn examples(n: usize) -> Vec<(ArrayPrim, Vec<Shape>)> {
     all
 }
 
+/// The tangent of the one operand of a unary operation (`None`: a
+/// structural zero).
+fn only(tangents: &[Option<crate::array::ir::AVar>]) -> Option<crate::array::ir::AVar> {
+    tangents.first().copied().flatten()
+}
+
 /// The operands' shapes as an array of `N`, or an error naming `what`.
 fn operands<const N: usize>(args: &[Shape], what: &'static str) -> Result<[Shape; N]> {
     <[Shape; N]>::try_from(args).map_err(|_| Error::LengthMismatch {

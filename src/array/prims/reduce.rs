@@ -1,7 +1,7 @@
 //! Reductions: the sum of all elements, the sums along an axis of a
 //! matrix, the prefix sum, and the maximum.
 
-use super::{matrix_dims, operands, scalar_sum, vector_len};
+use super::{matrix_dims, only, operands, scalar_sum, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::array::kernels::{sum4, sum_axis_into};
 use crate::error::{Error, Result};
@@ -49,7 +49,7 @@ impl ArrayPrimitive for Sum {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        tangents.first().copied().flatten().map(|t| b.sum(t))
+        only(tangents).map(|t| b.sum(t))
     }
 
     fn taylor(&self) -> TaylorRule {
@@ -148,11 +148,7 @@ impl ArrayPrimitive for SumAxis {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        tangents
-            .first()
-            .copied()
-            .flatten()
-            .map(|t| b.sum_axis(t, self.axis))
+        only(tangents).map(|t| b.sum_axis(t, self.axis))
     }
 
     fn taylor(&self) -> TaylorRule {
@@ -232,11 +228,7 @@ impl ArrayPrimitive for Cumsum {
         tangents: &[Option<AVar>],
         _: Shape,
     ) -> Option<AVar> {
-        tangents
-            .first()
-            .copied()
-            .flatten()
-            .map(|t| b.cumsum(t, self.reverse))
+        only(tangents).map(|t| b.cumsum(t, self.reverse))
     }
 
     fn taylor(&self) -> TaylorRule {
@@ -367,22 +359,7 @@ impl ArrayPrimitive for MaxAt {
 
     fn unroll(&self, b: &mut Builder, args: &[&[Var]], _: &[Shape], _: Shape) -> Vec<Var> {
         let &[x, t] = args else { return Vec::new() };
-        let (zero, one) = (b.constant(0.0), b.constant(1.0));
-        let m = x
-            .iter()
-            .copied()
-            .reduce(|a, v| b.apply(Prim::Max, 0, &[a, v]))
-            .unwrap_or(zero);
-        // [xᵢ = m] = select(m − xᵢ, 0, 1): m − xᵢ is positive off the
-        // maximum and zero on it.
-        let ind: Vec<Var> = x
-            .iter()
-            .map(|&xi| {
-                let d = b.sub(m, xi);
-                b.select(d, zero, one)
-            })
-            .collect();
-        let count = scalar_sum(b, ind.iter().copied());
+        let (ind, count) = max_indicators(b, x);
         let terms: Vec<Var> = ind
             .iter()
             .zip(t.iter())
@@ -459,23 +436,31 @@ impl ArrayPrimitive for SpreadAtMax {
 
     fn unroll(&self, b: &mut Builder, args: &[&[Var]], _: &[Shape], _: Shape) -> Vec<Var> {
         let &[x, &[s]] = args else { return Vec::new() };
-        let (zero, one) = (b.constant(0.0), b.constant(1.0));
-        let m = x
-            .iter()
-            .copied()
-            .reduce(|a, v| b.apply(Prim::Max, 0, &[a, v]))
-            .unwrap_or(zero);
-        let ind: Vec<Var> = x
-            .iter()
-            .map(|&xi| {
-                let d = b.sub(m, xi);
-                b.select(d, zero, one)
-            })
-            .collect();
-        let count = scalar_sum(b, ind.iter().copied());
+        let (ind, count) = max_indicators(b, x);
         let share = b.div(s, count);
         ind.iter().map(|&i| b.mul(i, share)).collect()
     }
+}
+
+/// In scalar instructions, the indicators `[xᵢ = max x]` and their sum:
+/// `select(m − xᵢ, 0, 1)`, as `m − xᵢ` is positive off the maximum and
+/// zero on it.
+fn max_indicators(b: &mut Builder, x: &[Var]) -> (Vec<Var>, Var) {
+    let (zero, one) = (b.constant(0.0), b.constant(1.0));
+    let m = x
+        .iter()
+        .copied()
+        .reduce(|a, v| b.apply(Prim::Max, 0, &[a, v]))
+        .unwrap_or(zero);
+    let ind: Vec<Var> = x
+        .iter()
+        .map(|&xi| {
+            let d = b.sub(m, xi);
+            b.select(d, zero, one)
+        })
+        .collect();
+    let count = scalar_sum(b, ind.iter().copied());
+    (ind, count)
 }
 
 /// A vector or matrix with at least one element.
