@@ -51,6 +51,11 @@ enum Step {
     MatVec(Vec<f64>),
     /// `vecmat` with this `n × n` matrix.
     VecMat(Vec<f64>),
+    /// The prefix sums, scaled by `1/n`.
+    Cumsum,
+    /// `map_with` the maximum of the current value, body `k` (a tie,
+    /// which gathers make, follows JAX's convention on both sides).
+    WithMax(u8),
     /// `map3` of the current value and the two before it.
     Ternary,
     /// `map_n` of the current value and the three before it.
@@ -137,6 +142,11 @@ fn run<A: Array>(x: &A, r: &Recipe) -> optic_ad::Result<A> {
                 } else {
                     cur.slice(k, n - k)?.concat(&cur.slice(0, k)?)
                 }
+            }
+            Step::Cumsum => cur.cumsum().map(|t| t * (1.0 / n as f64)),
+            Step::WithMax(k) => {
+                let m = cur.max()?;
+                cur.map_with(m, |a, m| binary(*k, a, m))
             }
             Step::Gather(idx) => cur.gather(&Indices::new(idx))?,
             Step::Scatter(idx) => cur.scatter_add(&Indices::new(idx), n)?,
@@ -241,6 +251,8 @@ fn vector_step(n: usize) -> impl Strategy<Value = Step> {
         idx.prop_map(Step::Scatter),
         Just(Step::Ternary),
         Just(Step::Quaternary),
+        Just(Step::Cumsum),
+        (0..5u8).prop_map(Step::WithMax),
     ]
 }
 
@@ -279,12 +291,12 @@ fn matrix_step(n: usize) -> impl Strategy<Value = Step> {
     ]
 }
 
-/// Every step: the eight vector kinds, constant matrices (matvec, vecmat)
+/// Every step: the ten vector kinds, constant matrices (matvec, vecmat)
 /// and the three kinds on traced matrices, each equally likely.
 fn step(n: usize) -> impl Strategy<Value = Step> {
     let mat = prop::collection::vec(-0.6..0.6f64, n * n);
     prop_oneof![
-        8 => vector_step(n),
+        10 => vector_step(n),
         1 => mat.clone().prop_map(Step::MatVec),
         1 => mat.prop_map(Step::VecMat),
         3 => matrix_step(n),
