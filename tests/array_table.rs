@@ -12,14 +12,19 @@
 //! * a scan of `src/array/prims/` that every `impl ArrayPrimitive` has an
 //!   example, so that no operation escapes these tests.
 //!
-//! Tolerance 1e-11 relative to the scale of the compared vector: the two
-//! sides compute the same arithmetic in different association (four
-//! partial sums in the array kernels, left to right in the unrolled
-//! program); values are of order 1, and a wrong rule is off by order 1.
+//! Tolerance 1e-11 in the mixed absolute/relative measure of
+//! `common::max_err` (which never passes a NaN): the two sides compute the
+//! same arithmetic in different association (four partial sums in the
+//! array kernels, left to right in the unrolled program); values are of
+//! order 1, and a wrong rule is off by order 1. The num-dual references
+//! are `common::{jvp_dual, gradient_dual, hvp_hyperdual}`.
 
 use std::sync::Arc;
 
-use num_dual::{Dual3_64, Dual64, HyperDual64};
+mod common;
+
+use common::{gradient_dual, hvp_hyperdual, jvp_dual, max_err};
+use num_dual::Dual3_64;
 use optic_ad::array::{
     forward, nest, prims, reverse_joint, AVar, ArrayBuilder, ArrayPrim, ArrayProgram, Shape,
     TaylorProgram,
@@ -28,16 +33,6 @@ use optic_ad::{Builder, Program};
 use proptest::prelude::*;
 
 const TOL: f64 = 1e-11;
-
-/// Largest `|a − b|` over the scale of `b` (at least 1).
-fn rel_err(a: &[f64], b: &[f64]) -> f64 {
-    assert_eq!(a.len(), b.len(), "lengths differ");
-    let scale = b.iter().fold(1.0_f64, |m, v| m.max(v.abs()));
-    a.iter()
-        .zip(b)
-        .map(|(x, y)| (x - y).abs() / scale)
-        .fold(0.0, f64::max)
-}
 
 /// A scalar body of one input: `k = 0`: `sin t + t²/2`; `1`: `t³/3 +
 /// cos t`; `2`: `exp(t/2) − t`; `3`: `t cos t`. Each has nonzero
@@ -138,61 +133,40 @@ fn check_all_rules(p: &ArrayProgram, x: &[f64], v: &[f64], what: &str) {
     let xr: Vec<&[f64]> = xs.iter().map(Vec::as_slice).collect();
     let vr: Vec<&[f64]> = vs.iter().map(Vec::as_slice).collect();
     let u = p.unroll().expect("unroll");
-    let n = x.len();
 
     // Value.
     let y = p.eval(&xr).expect("eval")[0][0];
     let y_ref = u.eval(x).expect("unrolled eval")[0];
     assert!(
-        rel_err(&[y], &[y_ref]) < TOL,
+        max_err(&[y], &[y_ref]) < TOL,
         "{what}: value {y} vs {y_ref}\n{p}"
     );
 
     // Pullback: the gradient against num-dual, one direction per input.
-    let grad_ref: Vec<f64> = (0..n)
-        .map(|i| {
-            let xd: Vec<Dual64> = x
-                .iter()
-                .enumerate()
-                .map(|(j, &xj)| Dual64::new(xj, if i == j { 1.0 } else { 0.0 }))
-                .collect();
-            u.eval(&xd).expect("num-dual")[0].eps
-        })
-        .collect();
+    let grad_ref = gradient_dual(&u, x);
     let joint = reverse_joint(p).expect("reverse_joint");
     let mut ins = xr.clone();
     ins.push(&[1.0]);
     let out = joint.eval(&ins).expect("joint eval");
     let grad: Vec<f64> = out[1..=k].concat();
     assert!(
-        rel_err(&grad, &grad_ref) < TOL,
+        max_err(&grad, &grad_ref) < TOL,
         "{what}: gradient {grad:?} vs {grad_ref:?}\n{p}"
     );
 
     // Pushforward: the directional derivative.
-    let xd: Vec<Dual64> = x.iter().zip(v).map(|(&a, &b)| Dual64::new(a, b)).collect();
-    let dir_ref = u.eval(&xd).expect("num-dual")[0].eps;
+    let dir_ref = jvp_dual(&u, x, v).1[0];
     let fwd = forward(p).expect("forward");
     let mut ins = xr.clone();
     ins.extend(vr.iter().copied());
     let dir = fwd.eval(&ins).expect("forward eval")[1][0];
     assert!(
-        rel_err(&[dir], &[dir_ref]) < TOL,
+        max_err(&[dir], &[dir_ref]) < TOL,
         "{what}: pushforward {dir} vs {dir_ref}\n{p}"
     );
 
     // Second order: H v from the 2-optic, against hyper-dual numbers.
-    let hv_ref: Vec<f64> = (0..n)
-        .map(|i| {
-            let xd: Vec<HyperDual64> = x
-                .iter()
-                .zip(v)
-                .enumerate()
-                .map(|(j, (&a, &b))| HyperDual64::new(a, b, if i == j { 1.0 } else { 0.0 }, 0.0))
-                .collect();
-            u.eval(&xd).expect("num-dual")[0].eps1eps2
-        })
-        .collect();
+    let hv_ref = hvp_hyperdual(&u, x, v);
     let p2 = nest(p, 2).expect("nest");
     let mut ins = xr.clone();
     ins.push(&[1.0]);
@@ -202,7 +176,7 @@ fn check_all_rules(p: &ArrayProgram, x: &[f64], v: &[f64], what: &str) {
     // Outputs [y, r₁ (k arrays), r₂, r₃ (k arrays)]: r₃ = H v.
     let hv: Vec<f64> = out[k + 2..].concat();
     assert!(
-        rel_err(&hv, &hv_ref) < TOL,
+        max_err(&hv, &hv_ref) < TOL,
         "{what}: Hv {hv:?} vs {hv_ref:?}\n{p}"
     );
 
@@ -228,7 +202,7 @@ fn check_all_rules(p: &ArrayProgram, x: &[f64], v: &[f64], what: &str) {
     let jr: Vec<&[f64]> = jets.iter().map(Vec::as_slice).collect();
     t.eval(&jr).expect("taylor eval");
     assert!(
-        rel_err(t.output(0), &want) < TOL,
+        max_err(t.output(0), &want) < TOL,
         "{what}: Taylor {:?} vs {want:?}\n{p}",
         t.output(0)
     );

@@ -333,13 +333,20 @@ fn recipe_point_dir() -> impl Strategy<Value = (Recipe, Vec<f64>, Vec<f64>)> {
     })
 }
 
-/// Largest `|a − b|` over the scale of `b` (at least 1).
+/// Largest `|a − b|` over the scale of `b` (at least 1); ∞ where either
+/// side is NaN and the other is not (a fold with `f64::max` would drop it).
 fn rel_err(a: &[f64], b: &[f64]) -> f64 {
     assert_eq!(a.len(), b.len());
     let scale = b.iter().fold(1.0_f64, |m, v| m.max(v.abs()));
     a.iter()
         .zip(b)
-        .map(|(x, y)| (x - y).abs() / scale)
+        .map(|(x, y)| {
+            if x.is_nan() != y.is_nan() {
+                f64::INFINITY
+            } else {
+                (x - y).abs() / scale
+            }
+        })
         .fold(0.0, f64::max)
 }
 

@@ -13,15 +13,19 @@ use optic_ad::array::{self, Array, Dense, TArray};
 use optic_ad::{derivative, gradient, Error, Real, Tracer};
 use typenum::U1;
 
-/// `ψ⁽ⁿ⁾(2)` for `n = 2³¹ − 1` and its derivative: `n!` overflows, so both
-/// are infinite (of the sign `(−1)ⁿ⁺¹`, `+` for odd `n`); before the fix the
-/// jet's factorial took 2³¹ multiplications per shift step.
+/// `ψ⁽ⁿ⁾(2)` for `n = 2³¹ − 1` and its derivative `ψ⁽ⁿ⁺¹⁾(2)`: `n!`
+/// overflows, so the value is `+∞` (sign `(−1)ⁿ⁺¹`, `n` odd). Before the fix
+/// the jet's factorial took 2³¹ multiplications per shift step (about a
+/// minute). The derivative's limit is `−∞`, but the jet gives NaN (an
+/// infinite `n!` times a coefficient of `(x + k)^−(n+1)` that underflowed
+/// to 0): the NaN-at-a-singularity defect that is still open, so only
+/// "not finite" is asserted for it.
 #[test]
 fn huge_polygamma_orders_are_cheap() {
     let n = i32::MAX as u32;
     let d = derivative::<U1, _, _>(|x| x.polygamma(n), 2.0).unwrap();
     assert_eq!(d[0], f64::INFINITY, "{d:?}");
-    assert!(d[1].is_infinite() || d[1].is_nan(), "{d:?}");
+    assert!(!d[1].is_finite(), "{d:?}");
 }
 
 /// A sum of a fill of 2⁴⁰ elements is 2⁴⁰ times the scalar: no buffer of

@@ -266,6 +266,26 @@ pub enum TaylorRule {
 ///
 /// The value's shape comes from [`ArrayPrimitive::shape`]; every other
 /// method may assume the operands have the shapes that rule accepted.
+///
+/// # Example
+///
+/// An operation of the crate's table applied through the builder, and its
+/// pullback through [`crate::array::reverse_joint`]:
+///
+/// ```
+/// use optic_ad::array::prims::Cumsum;
+/// use optic_ad::array::{reverse_joint, ArrayBuilder, ArrayPrimitive, Shape};
+///
+/// assert_eq!(Cumsum { reverse: false }.shape(&[Shape::Vector(3)]).unwrap(), Shape::Vector(3));
+/// let mut b = ArrayBuilder::new();
+/// let x = b.input(Shape::Vector(3));
+/// let c = b.apply(Cumsum { reverse: false }, &[x]);
+/// let y = b.sum(c);
+/// let p = b.finish(&[y]).unwrap();
+/// // Σᵢ Σ_{j≤i} xⱼ: the gradient is (3, 2, 1).
+/// let g = reverse_joint(&p).unwrap().eval(&[&[0.5, 0.1, 0.2], &[1.0]]).unwrap();
+/// assert_eq!(g[1], vec![3.0, 2.0, 1.0]);
+/// ```
 pub trait ArrayPrimitive: std::any::Any + fmt::Debug + Send + Sync {
     /// The name, as printed.
     fn name(&self) -> &'static str;
