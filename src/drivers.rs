@@ -687,6 +687,15 @@ where
 /// Taylor program runs on `f64` jets only), whose size grows faster with
 /// `N`: fine for the low orders nesting asks for.
 ///
+/// Accuracy: high orders of products lose digits to cancellation in the
+/// jet's sums (`eˣ sin x` about `k/2` bits at order `k`, none left near
+/// order 110), while a single elementary function stays right to the last
+/// digits at order 170. [`derivative_with_error`] returns each derivative
+/// with an estimate of its rounding error: use it wherever high orders
+/// matter (the book's "Taylor mode", "Accuracy at high orders", says why
+/// this function does not refuse on its own). Infinite or NaN derivatives
+/// (IEEE limits at singular points) are returned as they are.
+///
 /// # Errors
 ///
 /// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
@@ -727,13 +736,91 @@ where
     if is_f64::<T>() {
         let x = x.primal();
         let mut t = traced_univariate(f, x, N::to_usize())?;
-        let mut out = GenericArray::<f64, Add1<N>>::default();
-        univariate_derivatives(&mut t, x, &mut out)?;
-        return Ok(cast_array(&out));
+        let mut d = GenericArray::<f64, Add1<N>>::default();
+        univariate_derivatives(&mut t, x, &mut d)?;
+        return Ok(cast_array(&d));
     }
     let (p, inputs) = trace_at(scalar(|t: &[Tracer]| f(t[0])), &[x])?;
     let q = univariate_program(&p, N::to_usize())?;
     to_array(q.eval(&inputs)?)
+}
+
+/// [`derivative`] at an `f64` point, with an estimate of each
+/// derivative's rounding error beside it: `(d, err)` with
+/// `|d[k] − f⁽ᵏ⁾(x)| ≲ err[k]` (absolute, in the units of `f⁽ᵏ⁾`), by
+/// [`TaylorProgram::eval_with_error`], which says how the estimate is made
+/// and how it is checked. Nothing is refused: read `err` to see which
+/// orders are worth having. A non-finite derivative has the estimate `+∞`.
+///
+/// Shapes: both arrays have `N + 1` entries, `N ≤ 170`.
+///
+/// # Errors
+///
+/// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
+/// [`Error::CapturedOutsideTrace`] if it closes over tracers; the error
+/// `f` returns, if it returns a `Result`.
+///
+/// # Example
+///
+/// ```
+/// use optic_ad::{derivative_with_error, Real};
+/// use typenum::U170;
+///
+/// // dᵏ/dxᵏ eˣ sin x = 2^{k/2} eˣ sin(x + kπ/4).
+/// let f = |k: i32, x: f64| 2f64.powf(f64::from(k) / 2.0) * x.exp() * (x + f64::from(k) * std::f64::consts::FRAC_PI_4).sin();
+/// let (d, err) = derivative_with_error::<U170, _>(|x| x.exp() * x.sin(), 0.3).unwrap();
+/// // Order 20 is right and says so; order 150 is not, and says so too.
+/// assert!((d[20] - f(20, 0.3)).abs() <= err[20] && err[20] < 1e-10 * d[20].abs());
+/// assert!(err[150] > d[150].abs());
+/// ```
+#[allow(clippy::type_complexity)]
+pub fn derivative_with_error<N, R>(
+    f: impl FnOnce(Tracer) -> R,
+    x: f64,
+) -> Result<(GenericArray<f64, Add1<N>>, GenericArray<f64, Add1<N>>)>
+where
+    N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
+    Add1<N>: ArrayLength,
+    R: IntoTraced<Tracer>,
+{
+    let mut t = traced_univariate(f, x, N::to_usize())?;
+    let mut d = GenericArray::<f64, Add1<N>>::default();
+    let mut err = GenericArray::<f64, Add1<N>>::default();
+    univariate_with_error(&mut t, x, &mut d, &mut err)?;
+    Ok((d, err))
+}
+
+/// `[f, f′, …]` into `out` (one more than the degree): the jet along
+/// `x + t`, its coefficient `k` scaled by `k!`. Zeros come out as `+0.0`.
+fn univariate_derivatives(t: &mut TaylorProgram, x: f64, out: &mut [f64]) -> Result<()> {
+    let mut input = vec![0.0; out.len()];
+    input[0] = x;
+    if input.len() > 1 {
+        input[1] = 1.0;
+    }
+    t.eval(&input, out)?;
+    scale_by_factorials(out);
+    Ok(())
+}
+
+/// `[f, f′, …]` into `out` (one more than the degree) and their error
+/// estimates into `err`: the jet along `x + t`, its coefficient `k` scaled
+/// by `k!`. Zeros come out as `+0.0`.
+fn univariate_with_error(
+    t: &mut TaylorProgram,
+    x: f64,
+    out: &mut [f64],
+    err: &mut [f64],
+) -> Result<()> {
+    let mut input = vec![0.0; out.len()];
+    input[0] = x;
+    if input.len() > 1 {
+        input[1] = 1.0;
+    }
+    t.eval_with_error(&input, out, err)?;
+    scale_by_factorials(out);
+    scale_by_factorials(err);
+    Ok(())
 }
 
 /// `v` as an array of its length `M`.
@@ -810,19 +897,6 @@ fn traced_univariate<R: IntoTraced<Tracer>>(
         return Err(Error::CapturedOutsideTrace(traced.captures.len()));
     }
     TaylorProgram::new(&traced.program, order)
-}
-
-/// `[f, f′, …]` into `out` (one more than the degree): the jet along
-/// `x + t`, its coefficient `k` scaled by `k!`. Zeros come out as `+0.0`.
-fn univariate_derivatives(t: &mut TaylorProgram, x: f64, out: &mut [f64]) -> Result<()> {
-    let mut input = vec![0.0; out.len()];
-    input[0] = x;
-    if input.len() > 1 {
-        input[1] = 1.0;
-    }
-    t.eval(&input, out)?;
-    scale_by_factorials(out);
-    Ok(())
 }
 
 /// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable, in
@@ -1027,6 +1101,52 @@ where
         Ok(positive_zero_derivatives(&self.out))
     }
 
+    /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` by Taylor jets, with an estimate of each
+    /// entry's rounding error beside it (absolute, in the units of
+    /// `f⁽ᵏ⁾`), as [`derivative_with_error`] gives them. [`Derivatives::eval`]
+    /// does not estimate (it would cost [`ERROR_SAMPLES`](crate::functor::ERROR_SAMPLES) more
+    /// evaluations): call this once at representative points to learn
+    /// which orders are worth having there, or wherever a result must be
+    /// checked. High orders of products lose about half a bit per order
+    /// (the book's "Taylor mode", "Accuracy at high orders").
+    ///
+    /// # Errors
+    ///
+    /// Errors of re-tracing where a guard fails.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{Derivatives, Real};
+    /// use typenum::U120;
+    ///
+    /// let mut d = Derivatives::<U120, _>::new(|x| x.exp() * x.sin(), 0.0).unwrap();
+    /// let (v, err) = d.eval_with_error(0.3).unwrap();
+    /// assert!(err[10] < 1e-13 * v[10].abs());
+    /// assert!(err[120] > v[120].abs()); // nothing is left at order 120
+    /// ```
+    #[allow(clippy::type_complexity)]
+    pub fn eval_with_error(
+        &mut self,
+        x: f64,
+    ) -> Result<(GenericArray<f64, Add1<N>>, GenericArray<f64, Add1<N>>)> {
+        let (f, input) = (&self.f, &mut self.input);
+        let mut out = GenericArray::<f64, Add1<N>>::default();
+        let mut err = GenericArray::<f64, Add1<N>>::default();
+        input[0] = x;
+        if input.len() > 1 {
+            input[1] = 1.0;
+        }
+        run_or_retrace(
+            &mut self.taylor,
+            || traced_univariate(f, x, N::to_usize()),
+            |t| t.eval_with_error(input, &mut out, &mut err),
+        )?;
+        scale_by_factorials(&mut out);
+        scale_by_factorials(&mut err);
+        Ok((out, err))
+    }
+
     /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` at a point of any [`Real`] scalar:
     /// tracers, to use the compiled derivatives inside another trace, or
     /// num-dual numbers. At `f64` points this is [`Derivatives::eval`];
@@ -1097,7 +1217,9 @@ where
 /// [`Error::EmptyInput`] for an empty `x`; [`Error::LengthMismatch`]
 /// unless `v.len() == x.len()`; [`Error::ForeignTracer`] if `f` used a
 /// tracer from a finished trace; [`Error::CapturedOutsideTrace`] if it
-/// closes over tracers.
+/// closes over tracers. High orders lose digits as [`derivative`] says;
+/// [`TaylorProgram::eval_with_error`] gives the entries with estimates of
+/// their rounding errors.
 ///
 /// # Example
 ///

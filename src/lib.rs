@@ -93,8 +93,8 @@ pub mod rules;
 
 pub use backend::{Executable, Registers};
 pub use drivers::{
-    d3, derivative, gradient, hessian, hvp, jacobian, jvp, taylor, value_and_gradient, vjp,
-    Derivatives, Gradient, Hvp, IntoTraced,
+    d3, derivative, derivative_with_error, gradient, hessian, hvp, jacobian, jvp, taylor,
+    value_and_gradient, vjp, Derivatives, Gradient, Hvp, IntoTraced,
 };
 pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};

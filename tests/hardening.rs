@@ -7,11 +7,14 @@
 //!   a fill of 2⁴⁰ elements, which needs no memory at all; a `Dense`
 //!   broadcast to `usize::MAX` elements; Taylor jets allocated up front);
 //! * a `Tracer::cst` made before any trace, used in a trace, was reported as
-//!   perturbation confusion (`ForeignTracer { trace: 0 }`).
+//!   perturbation confusion (`ForeignTracer { trace: 0 }`);
+//! * at a singular point a jet gave NaN where the limit is `±∞` (`eˣ` at
+//!   710, `1/x` at 0), and `clamp` with `lo > hi` gave a NaN value with
+//!   zero derivatives.
 
 use optic_ad::array::{self, Array, Dense, TArray};
 use optic_ad::{derivative, gradient, Error, Real, Tracer};
-use typenum::U1;
+use typenum::{U1, U4};
 
 /// `ψ⁽ⁿ⁾(2)` for `n = 2³¹ − 1` and its derivative `ψ⁽ⁿ⁺¹⁾(2)`: `n!`
 /// overflows, so the value is `+∞` (sign `(−1)ⁿ⁺¹`, `n` odd). Before the fix
@@ -33,7 +36,7 @@ fn huge_polygamma_orders_are_cheap() {
 #[test]
 fn sums_of_huge_fills_need_no_memory() {
     let n = 1usize << 40;
-    let f = |a: &TArray| Ok(TArray::fill(a.sum(), n).sum());
+    let f = |a: &TArray| Ok(TArray::fill(a.sum(), n)?.sum());
     let g = array::gradient(f, &[1.0, 2.0]).unwrap();
     assert_eq!(g, vec![n as f64, n as f64]);
     let p = array::trace(|x: &[TArray]| f(&x[0]), &[&[1.0, 2.0]]).unwrap();
@@ -48,16 +51,24 @@ fn sums_of_huge_fills_need_no_memory() {
 fn unallocatable_arrays_are_errors() {
     let n = 1usize << 40;
     // A prefix sum of 2⁴⁰ elements must store them.
-    let f = |a: &TArray| Ok(TArray::fill(a.sum(), n).cumsum().sum());
+    let f = |a: &TArray| Ok(TArray::fill(a.sum(), n)?.cumsum().sum());
     let r = array::gradient(f, &[1.0, 2.0]);
     assert!(matches!(r, Err(Error::AllocationFailed { .. })), "{r:?}");
     let r = Dense::new(vec![1.0]).broadcast_axis_flat(0, usize::MAX, 1);
     assert!(matches!(r, Err(Error::AllocationFailed { .. })), "{r:?}");
+    // A fill of 2⁶⁰ elements (before: an abort, `Array::fill` was
+    // infallible).
+    let r = <Dense<f64> as Array>::fill(1.0, 1 << 60);
+    assert!(
+        matches!(r, Err(Error::AllocationFailed { .. })),
+        "{:?}",
+        r.map(|d| d.len())
+    );
     // Jets of (K + 1)·n values for n = 2⁴⁰, as the Taylor program would
     // allocate them up front (the trace itself never reads the data).
     let r = array::TaylorProgram::new(
         &array::trace(
-            |x: &[TArray]| Ok(TArray::fill(x[0].sum(), n).cumsum().sum()),
+            |x: &[TArray]| Ok(TArray::fill(x[0].sum(), n)?.cumsum().sum()),
             &[&[1.0]],
         )
         .unwrap(),
@@ -79,4 +90,72 @@ fn tracers_made_outside_any_trace_are_named() {
     assert!(matches!(r, Err(Error::TracerWithoutTrace)), "{r:?}");
     let msg = Error::TracerWithoutTrace.to_string();
     assert!(msg.contains("no trace was active"), "{msg}");
+}
+
+/// Where the constant term of a jet is infinite, the later coefficients
+/// are the limit `±∞`, not NaN (before: `eˣ` at 710 gave `[∞, ∞, NaN, …]`,
+/// `1/x` at `+0` gave `[∞, −∞, NaN, …]`). The NaN came from `0 · ∞` for a
+/// coefficient of the input jet that is exactly zero (`x₂` of `x + t`).
+/// `1/x` at `+0`: `f⁽ᵏ⁾(x) = (−1)ᵏ k! / xᵏ⁺¹ → (−1)ᵏ ∞` as `x → 0⁺`.
+#[test]
+fn jets_at_singular_points_are_infinite_not_nan() {
+    let d = derivative::<U4, _, _>(|x| x.exp(), 710.0).unwrap();
+    assert!(d.iter().all(|&v| v == f64::INFINITY), "{d:?}");
+    let d = derivative::<U4, _, _>(|x| x.recip(), 0.0).unwrap();
+    let inf = f64::INFINITY;
+    assert_eq!(d.as_slice(), &[inf, -inf, inf, -inf, inf]);
+    let d = derivative::<U4, _, _>(|x| x.sinh(), 711.0).unwrap();
+    assert!(d.iter().all(|&v| v == f64::INFINITY), "{d:?}");
+    // `x⁻²` at +0 by the real-power recurrence: `f⁽ᵏ⁾ = (−1)ᵏ (k + 1)! / xᵏ⁺²`.
+    let d = derivative::<U4, _, _>(|x| x.powi(-2), 0.0).unwrap();
+    assert_eq!(d.as_slice(), &[inf, -inf, inf, -inf, inf]);
+    // A NaN operand still gives NaN.
+    let d = derivative::<U4, _, _>(|x| (x * Tracer::cst(f64::NAN)).exp(), 1.0).unwrap();
+    assert!(d.iter().all(|v| v.is_nan()), "{d:?}");
+}
+
+/// `clamp(x, lo, hi)` with `lo > hi` or a NaN bound (std panics) is NaN,
+/// and so are its first derivatives in reverse mode and its Taylor
+/// coefficients (before: NaN with zero derivatives, which reads as "flat
+/// here").
+#[test]
+fn clamp_with_crossed_bounds_has_nan_derivatives() {
+    let f = |x: &[Tracer]| x[0].clamp(x[1], x[2]);
+    for point in [
+        [0.5, 1.0, 0.0],
+        [2.0, 1.0, 0.0],
+        [-1.0, 1.0, 0.0],
+        [0.5, f64::NAN, 1.0],
+    ] {
+        let g = gradient(f, &point).unwrap();
+        assert!(g.iter().all(|v| v.is_nan()), "{point:?}: {g:?}");
+        let d = derivative::<U4, _, _>(
+            |x| x.clamp(Tracer::cst(point[1]), Tracer::cst(point[2])),
+            point[0],
+        )
+        .unwrap();
+        assert!(d.iter().all(|v| v.is_nan()), "{point:?}: {d:?}");
+        let (y, xbar) = optic_ad::vjp(|x: &[Tracer]| vec![f(x)], &point, &[1.0]).unwrap();
+        assert!(
+            y[0].is_nan() && xbar.iter().all(|v| v.is_nan()),
+            "{point:?}: {xbar:?}"
+        );
+    }
+    // Ordered bounds keep JAX's derivatives.
+    assert_eq!(gradient(f, &[0.5, 0.0, 1.0]).unwrap(), vec![1.0, 0.0, 0.0]);
+    assert_eq!(gradient(f, &[2.0, 0.0, 1.0]).unwrap(), vec![0.0, 0.0, 1.0]);
+}
+
+/// `Builder::with_capacity` takes its size as a hint: room that cannot be
+/// reserved is not an abort (before: `usize::MAX` panicked with "capacity
+/// overflow", 2⁴⁰ aborted the process).
+#[test]
+fn builder_capacity_is_a_hint() {
+    for n in [usize::MAX, 1 << 40] {
+        let mut b = optic_ad::Builder::with_capacity(n);
+        let x = b.input();
+        let y = b.sin(x);
+        let p = b.finish(&[y]).unwrap();
+        assert_eq!(p.eval(&[0.5]).unwrap()[0], 0.5f64.sin());
+    }
 }

@@ -29,8 +29,8 @@ use common::{check, err, point, program, Worst};
 use optic_ad::functor::laws::{taylor_composition_law, taylor_preserves_identity};
 use optic_ad::functor::{forward, nested_derivatives, TaylorProgram, MAX_TAYLOR_ORDER};
 use optic_ad::{
-    d3, derivative, gradient, hvp, taylor, trace, Builder, CustomRule, Derivatives, Error, Real,
-    Rule, ScalarRule, Tracer, Var,
+    d3, derivative, derivative_with_error, gradient, hvp, taylor, trace, Builder, CustomRule,
+    Derivatives, Error, Real, Rule, ScalarRule, Tracer, Var,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -143,18 +143,27 @@ fn high_orders_match_closed_forms() {
         let want = (x + k as f64 * FRAC_PI_2).sin();
         assert!((dk - want).abs() <= 1e-12, "sin order {k}: {dk} vs {want}");
     }
-    let d = derivative::<U50, _, _>(|t| t.exp() * t.sin(), x).unwrap();
+    // The jet of the product is a convolution whose terms cancel: their
+    // absolute values sum to 2ᵏ eˣ / k! (binomially) against a result of
+    // 2^{k/2} eˣ / k!. Rounding is a few ulps of that sum, and the error
+    // estimate says so.
+    let (d, err) = derivative_with_error::<U50, _>(|t| t.exp() * t.sin(), x).unwrap();
     for (k, dk) in d.iter().enumerate() {
         let want = 2f64.powf(k as f64 / 2.0) * x.exp() * (x + k as f64 * FRAC_PI_2 / 2.0).sin();
-        // The jet of the product is a convolution whose terms cancel: their
-        // absolute values sum to 2ᵏ eˣ / k! (binomially) against a result of
-        // 2^{k/2} eˣ / k!. Rounding is a few ulps of that sum.
         let terms = 2f64.powi(k as i32) * x.exp();
         assert!(
             (dk - want).abs() <= 16.0 * f64::EPSILON * terms,
             "eˣ sin x order {k}: {dk} vs {want}"
         );
+        assert!(
+            (dk - want).abs() <= err[k],
+            "eˣ sin x order {k}: {dk} vs {want} ± {}",
+            err[k]
+        );
     }
+    // `derivative` gives the same numbers.
+    let plain = derivative::<U50, _, _>(|t| t.exp() * t.sin(), x).unwrap();
+    assert_eq!(plain, d);
     let d = derivative::<U50, _, _>(|t| (Tracer::cst(1.0) - t).recip(), x).unwrap();
     let mut fact = 1.0;
     for (k, dk) in d.iter().enumerate() {

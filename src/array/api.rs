@@ -273,7 +273,14 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
     fn vecmat(m: &Arc<Matrix>, v: &Self) -> Result<Self>;
 
     /// `len` copies of a scalar.
-    fn fill(s: Self::Scalar, len: usize) -> Self;
+    ///
+    /// # Errors
+    ///
+    /// [`Error::AllocationFailed`] where `len` elements cannot be allocated
+    /// ([`Dense`]; a [`TArray`](super::TArray) records the fill and
+    /// allocates nothing until it is evaluated, where the executor refuses
+    /// it the same way, and a sum of a fill needs no memory at all).
+    fn fill(s: Self::Scalar, len: usize) -> Result<Self>;
 
     /// Constant data.
     fn constant(data: &Arc<[f64]>) -> Self;
@@ -529,8 +536,8 @@ impl<T: Real> Array for Dense<T> {
         Ok(Dense(out))
     }
 
-    fn fill(s: T, len: usize) -> Self {
-        Dense(vec![s; len])
+    fn fill(s: T, len: usize) -> Result<Self> {
+        crate::error::try_filled("fill", len, s).map(Dense)
     }
 
     fn constant(data: &Arc<[f64]>) -> Self {

@@ -296,11 +296,11 @@ impl Array for TArray {
         ))
     }
 
-    fn fill(s: TScalar, len: usize) -> Self {
-        array_of(
+    fn fill(s: TScalar, len: usize) -> Result<Self> {
+        Ok(array_of(
             with_top(&[s.trace], |b| b.broadcast(s.var, Shape::Vector(len))),
             len,
-        )
+        ))
     }
 
     fn constant(data: &Arc<[f64]>) -> Self {

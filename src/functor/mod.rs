@@ -18,4 +18,4 @@ pub use nested::{
     MAX_ORDER,
 };
 pub use reverse::{reverse, reverse_joint, ReverseOptic};
-pub use taylor::{MaxTaylorOrder, TaylorProgram, MAX_TAYLOR_ORDER};
+pub use taylor::{MaxTaylorOrder, TaylorProgram, ERROR_SAMPLES, MAX_TAYLOR_ORDER};

@@ -727,16 +727,18 @@ impl Builder {
 
     /// An empty builder with room for about `n` instructions, so that a
     /// transform of known size does not reallocate as it grows (memory
-    /// reserved but never written is not taken from the system).
+    /// reserved but never written is not taken from the system). `n` is a
+    /// hint: where that room cannot be reserved (say `n = usize::MAX`),
+    /// the builder starts with none and grows as it is used.
     pub fn with_capacity(n: usize) -> Self {
-        Builder {
-            code: Vec::with_capacity(n),
-            cse: Cse {
-                slots: Vec::with_capacity(n),
-                ..Cse::default()
-            },
-            ..Self::default()
+        let mut b = Self::default();
+        let reserved =
+            b.code.try_reserve_exact(n).is_ok() && b.cse.slots.try_reserve_exact(n).is_ok();
+        if !reserved {
+            b.code = Vec::new();
+            b.cse.slots = Vec::new();
         }
+        b
     }
 
     /// The stored instructions pushed so far.

@@ -116,13 +116,45 @@ pub(crate) fn inv(k: usize) -> f64 {
 /// Sums of at least this many terms go to four accumulators.
 const SPLIT: usize = 4;
 
+/// `Σᵢ wᵢ aᵢ b_{n−1−i}` with `0 · ∞ = 0`: a product with an exact zero
+/// factor is left out, as the term it stands for is absent (the
+/// coefficient of a jet that is exactly zero, such as `x₂` of `x + t`).
+/// Without this, a jet whose constant term is infinite (`eˣ` at
+/// `x = 710`, `1/x` at `0`) would turn every later coefficient into NaN
+/// where the limit is `±∞`. Only called where the plain sum gave NaN: a
+/// NaN of the operands still gives NaN here.
+#[cold]
+#[inline(never)]
+fn dot_rev_structural(a: &[f64], b: &[f64], weights: bool) -> f64 {
+    let mut s = 0.0;
+    let mut w = 0.0;
+    for (ai, bi) in a.iter().zip(b.iter().rev()) {
+        w += 1.0;
+        if *ai != 0.0 && *bi != 0.0 {
+            s += if weights { w * ai * bi } else { ai * bi };
+        }
+    }
+    s
+}
+
 /// `Σᵢ aᵢ b_{n−1−i}` over `n = a.len() = b.len()` terms: the reversed dot
 /// product every recurrence is made of. Long sums go to four independent
 /// accumulators: a single running sum would make each coefficient wait
 /// `n` floating-point-add latencies, and the coefficients of a jet are
-/// computed one after the other. Short ones (low orders) keep one.
+/// computed one after the other. Short ones (low orders) keep one. A NaN
+/// sum is computed again with `0 · ∞ = 0` ([`dot_rev_structural`]).
 #[inline(always)]
 fn dot_rev(a: &[f64], b: &[f64]) -> f64 {
+    let s = dot_rev_plain(a, b);
+    if s.is_nan() {
+        return dot_rev_structural(a, b, false);
+    }
+    s
+}
+
+/// [`dot_rev`] without the second look at a NaN.
+#[inline(always)]
+fn dot_rev_plain(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     if n < SPLIT {
@@ -149,9 +181,20 @@ fn dot_rev(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// `Σⱼ (j + 1) aⱼ b_{n−1−j}` over `n` terms: [`dot_rev`] with the weights
-/// of a derivative's coefficients (kept as floats, counted up).
+/// of a derivative's coefficients (kept as floats, counted up), and the
+/// same second look at a NaN.
 #[inline(always)]
 fn dot_rev_weighted(a: &[f64], b: &[f64]) -> f64 {
+    let s = dot_rev_weighted_plain(a, b);
+    if s.is_nan() {
+        return dot_rev_structural(a, b, true);
+    }
+    s
+}
+
+/// [`dot_rev_weighted`] without the second look at a NaN.
+#[inline(always)]
+fn dot_rev_weighted_plain(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     if n < SPLIT {
@@ -282,6 +325,12 @@ fn paired_n(x: &[f64], s: &mut [f64], c: &mut [f64], sign: f64, n: usize) {
             ss += t * c[k - j];
             cc += t * s[k - j];
         }
+        if ss.is_nan() {
+            ss = dot_rev_structural(&x[1..=k], &c[..k], true);
+        }
+        if cc.is_nan() {
+            cc = dot_rev_structural(&x[1..=k], &s[..k], true);
+        }
         let r = inv(k);
         s[k] = ss * r;
         c[k] = sign * cc * r;
@@ -322,6 +371,17 @@ pub(crate) fn pow_real(x: &[f64], r: f64, y: &mut [f64]) {
         for (xj, yj) in x[1..=k].iter().zip(y[..k].iter().rev()) {
             jf += 1.0;
             s += ((r + 1.0) * jf - k as f64) * xj * yj;
+        }
+        if s.is_nan() {
+            // 0 · ∞ = 0, as in `dot_rev_structural`.
+            s = 0.0;
+            jf = 0.0;
+            for (xj, yj) in x[1..=k].iter().zip(y[..k].iter().rev()) {
+                jf += 1.0;
+                if *xj != 0.0 && *yj != 0.0 {
+                    s += ((r + 1.0) * jf - k as f64) * xj * yj;
+                }
+            }
         }
         y[k] = s * inv(k) * rx;
     }

@@ -81,6 +81,11 @@ pub(crate) trait Primitive {
     const NAME: &'static str;
     /// Number of operands.
     const ARITY: usize;
+    /// Whether the result switches between formulas on the operands'
+    /// values (a branch, a kink or a jump: `select`, `max`, `clamp`,
+    /// `floor`, …). The rounding-error estimate of Taylor mode keeps these
+    /// decisions as the unperturbed run took them.
+    const BRANCHES: bool = false;
 
     /// The value in f64, with std's semantics where std has the function.
     fn value(x: &[f64], param: i32) -> f64;
@@ -168,6 +173,13 @@ macro_rules! table {
             #[inline]
             pub fn arity(self) -> usize {
                 match self { $( $( Prim::$P => <$fam::$P as Primitive>::ARITY, )* )* }
+            }
+
+            /// Whether the result switches between formulas on the
+            /// operands' values (see `Primitive::BRANCHES`).
+            #[inline]
+            pub(crate) fn branches(self) -> bool {
+                match self { $( $( Prim::$P => <$fam::$P as Primitive>::BRANCHES, )* )* }
             }
 
             /// The f64 value on `x` (at least `self.arity()` values; the

@@ -17,7 +17,9 @@
 //!
 //! NaN: `max` and `min` follow std and ignore a NaN argument; their
 //! derivative at a NaN argument is then half the cotangent each.
-//! `clamp` returns NaN (std panics) when `lo > hi` or a bound is NaN.
+//! `clamp` returns NaN (std panics) when `lo > hi` or a bound is NaN, and
+//! its first derivatives there are NaN too (not zero, which would read as
+//! flat), as are all of its Taylor coefficients.
 
 use super::jet::Scratch;
 use super::{Contribs, DualF64, Primitive};
@@ -54,6 +56,7 @@ pub struct Select;
 impl Primitive for Select {
     const NAME: &'static str = "select";
     const ARITY: usize = 3;
+    const BRANCHES: bool = true;
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         if x[0] > 0.0 {
@@ -98,6 +101,7 @@ pub struct Abs;
 impl Primitive for Abs {
     const NAME: &'static str = "abs";
     const ARITY: usize = 1;
+    const BRANCHES: bool = true;
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].abs()
@@ -129,6 +133,7 @@ macro_rules! flat {
         impl Primitive for $P {
             const NAME: &'static str = $name;
             const ARITY: usize = 1;
+            const BRANCHES: bool = true;
             #[inline(always)]
             fn value(x: &[f64], _: i32) -> f64 {
                 x[0].$f()
@@ -211,6 +216,7 @@ pub struct Max;
 impl Primitive for Max {
     const NAME: &'static str = "max";
     const ARITY: usize = 2;
+    const BRANCHES: bool = true;
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].max(x[1])
@@ -237,6 +243,7 @@ pub struct Min;
 impl Primitive for Min {
     const NAME: &'static str = "min";
     const ARITY: usize = 2;
+    const BRANCHES: bool = true;
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         x[0].min(x[1])
@@ -265,6 +272,7 @@ pub struct Clamp;
 impl Primitive for Clamp {
     const NAME: &'static str = "clamp";
     const ARITY: usize = 3;
+    const BRANCHES: bool = true;
     #[inline(always)]
     fn value(x: &[f64], _: i32) -> f64 {
         let (v, lo, hi) = (x[0], x[1], x[2]);
@@ -289,6 +297,8 @@ impl Primitive for Clamp {
             None
         };
         match from {
+            // Crossed or NaN bounds: NaN throughout.
+            _ if lo.partial_cmp(&hi).is_none_or(|o| o.is_gt()) => y.fill(f64::NAN),
             Some(j) => y.copy_from_slice(&j[..y.len()]),
             None => y.fill(0.0),
         }
@@ -305,12 +315,24 @@ impl Primitive for Clamp {
         let glo = b.select(below_lo, ct, zero);
         let above_hi = b.sub(v, hi);
         let ghi = b.select(above_hi, ct, zero);
+        // Crossed or NaN bounds: NaN contributions (the value is NaN).
+        // signum(hi − lo) is 1 exactly where lo ≤ hi (hi − lo = +0 at a
+        // tie), −1 or NaN otherwise. The NaN is a constant: made to depend
+        // on the operands, its own derivative (NaN) would reach the
+        // Hessian through `select`'s zero cotangent as 0 · NaN on ordered
+        // bounds too. So second derivatives by nested reverse mode are 0
+        // on crossed bounds, where Taylor mode gives NaN.
+        let width = b.sub(hi, lo);
+        let ordered = b.apply(super::Prim::Signum, 0, &[width]);
+        let nan = b.constant(f64::NAN);
+        let [gv, glo, ghi] = [gv, glo, ghi].map(|g| b.select(ordered, g, nan));
         [Some(gv), Some(glo), Some(ghi)]
     }
     fn dual<D: DualF64>(x: &[D], _: i32) -> Option<D> {
         let (v, lo, hi) = (x[0].re(), x[1].re(), x[2].re());
         Some(if lo > hi || lo.is_nan() || hi.is_nan() {
-            D::from(f64::NAN)
+            // NaN in every part, derivatives included.
+            x[0] * D::from(f64::NAN)
         } else if v < lo {
             x[1]
         } else if v > hi {
