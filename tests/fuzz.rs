@@ -7,6 +7,27 @@
 //! under `catch_unwind`), no abort, and no runaway allocation. Results may
 //! be `Ok` or `Err`; where the misuse is detectable the error is checked.
 //!
+//! # Reach
+//!
+//! Hostile input that fails the first check tests only that check, so
+//! every target draws most of its cases valid by construction (programs
+//! built from random recipes over the whole primitive table, with hostile
+//! constants, parameters and points; array steps fitted to the current
+//! shape) and the rest hostile (mutated JSON, arbitrary indices and
+//! sizes). Each target counts how far its cases get and prints a line
+//!
+//! ```text
+//! [reach <target>] <cases> cases (<per second>/s): valid <%>, driver <%>, native <%>
+//! ```
+//!
+//! where *valid* is a case that passed validation (a program that loaded,
+//! a trace that succeeded), *driver* one that ran a driver to the end
+//! (`Ok`, whatever the numbers), and *native* one that ran compiled machine
+//! code (feature `jit`: a scalar program past its hot-call count, or an
+//! array map of 2¹⁶ elements as a block kernel). The test fails if fewer
+//! than half the cases of a target are valid or reach a driver, or if the
+//! native target reaches native code in fewer than half its cases.
+//!
 //! proptest drives it (already the crate's property-test engine; its
 //! strategies compose into the structured inputs below, and failures
 //! shrink). The number of cases per target is `OPTIC_FUZZ_CASES`, 256 by
@@ -17,13 +38,15 @@
 //! ```
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::Instant;
 
 use num_dual::{Dual3_64, Dual64};
-use optic_ad::functor::laws;
+use optic_ad::functor::{laws, TaylorProgram};
 use optic_ad::{
-    derivative, gradient, hessian, hvp, jacobian, jvp, nest, reverse, split_stages, trace, vjp,
-    Args, Builder, CustomRule, Derivatives, Error, Gradient, Hvp, Nested, Op, Prim, Program, Real,
-    ScalarRule, Tracer, Var,
+    derivative, derivative_with_error, gradient, hessian, hvp, jacobian, jvp, nest, reverse,
+    split_stages, taylor, trace, vjp, Args, Builder, CustomRule, Derivatives, Error, Gradient, Hvp,
+    Nested, Op, Prim, Program, Real, ScalarRule, Tracer, Var,
 };
 use proptest::prelude::*;
 use proptest::test_runner::{Config, RngSeed, TestRunner};
@@ -37,8 +60,72 @@ fn cases() -> u32 {
         .unwrap_or(256)
 }
 
+/// How far the cases of one target got (see the module's "Reach").
+#[derive(Default)]
+struct Reach {
+    valid: AtomicU64,
+    driver: AtomicU64,
+    native: AtomicU64,
+}
+
+impl Reach {
+    fn valid(&self) {
+        self.valid.fetch_add(1, Relaxed);
+    }
+    fn driver(&self) {
+        self.driver.fetch_add(1, Relaxed);
+    }
+    fn native(&self) {
+        self.native.fetch_add(1, Relaxed);
+    }
+    /// The fractions of `cases` that were valid, reached a driver, reached
+    /// native code.
+    fn fractions(&self, cases: u64) -> [f64; 3] {
+        let f = |c: &AtomicU64| c.load(Relaxed) as f64 / cases.max(1) as f64;
+        [f(&self.valid), f(&self.driver), f(&self.native)]
+    }
+}
+
 /// Runs `body` on `cases()` values of `strategy`; fails on the first panic.
-fn fuzz<S: Strategy>(name: &str, strategy: S, body: impl Fn(S::Value))
+/// Prints the reach line and checks that at least half the cases were
+/// valid and reached a driver.
+fn fuzz<S: Strategy>(name: &str, strategy: S, body: impl Fn(S::Value, &Reach))
+where
+    S::Value: std::fmt::Debug + Clone,
+{
+    let reach = Reach::default();
+    let start = Instant::now();
+    fuzz_quietly(name, strategy, |v| body(v, &reach));
+    let cases = u64::from(cases());
+    let [valid, driver, native] = reach.fractions(cases);
+    eprintln!(
+        "[reach {name}] {cases} cases ({:.0}/s): valid {:.0}%, driver {:.0}%, native {:.0}%",
+        cases as f64 / start.elapsed().as_secs_f64(),
+        100.0 * valid,
+        100.0 * driver,
+        100.0 * native
+    );
+    assert!(
+        valid >= 0.5,
+        "[reach {name}] valid in {:.0}% of cases",
+        100.0 * valid
+    );
+    assert!(
+        driver >= 0.5,
+        "[reach {name}] a driver in {:.0}% of cases",
+        100.0 * driver
+    );
+    if name == "native" && cfg!(feature = "jit") {
+        assert!(
+            native >= 0.5,
+            "[reach {name}] native code in {:.0}% of cases",
+            100.0 * native
+        );
+    }
+}
+
+/// [`fuzz`] without the reach line.
+fn fuzz_quietly<S: Strategy>(name: &str, strategy: S, body: impl Fn(S::Value))
 where
     S::Value: std::fmt::Debug + Clone,
 {
@@ -87,8 +174,72 @@ fn scalars(max: usize) -> impl Strategy<Value = Vec<f64>> {
     prop::collection::vec(scalar(), 0..=max)
 }
 
+/// A program over the whole primitive table, valid by construction: each
+/// step applies a primitive (any parameter) to earlier values, or is a
+/// hostile constant.
+#[derive(Clone, Debug)]
+struct Recipe {
+    n_inputs: usize,
+    steps: Vec<RecipeStep>,
+    /// Outputs, each an index into the values (reduced modulo their count).
+    outputs: Vec<usize>,
+}
+
+#[derive(Clone, Debug)]
+enum RecipeStep {
+    Const(f64),
+    Apply(Prim, i32, [usize; 3]),
+}
+
+impl Recipe {
+    fn build(&self) -> Program {
+        let mut b = Builder::new();
+        let mut vals: Vec<Var> = (0..self.n_inputs).map(|_| b.input()).collect();
+        for st in &self.steps {
+            let v = match *st {
+                RecipeStep::Const(c) => b.constant(c),
+                RecipeStep::Apply(prim, param, ops) => {
+                    let args: Vec<Var> = ops[..prim.arity()]
+                        .iter()
+                        .map(|&i| vals[vals.len() - 1 - i % vals.len()])
+                        .collect();
+                    b.apply(prim, param, &args)
+                }
+            };
+            vals.push(v);
+        }
+        let outs: Vec<Var> = self.outputs.iter().map(|&i| vals[i % vals.len()]).collect();
+        b.finish(&outs).expect("recipes are valid by construction")
+    }
+}
+
+/// A parameter: small (the exponents and orders that matter) or any.
+fn param() -> impl Strategy<Value = i32> {
+    prop_oneof![6 => -4i32..6, 1 => any::<i32>()]
+}
+
+fn recipe() -> impl Strategy<Value = Recipe> {
+    let prims: Vec<Prim> = Prim::all().collect();
+    let step = prop_oneof![
+        1 => scalar().prop_map(RecipeStep::Const),
+        6 => (prop::sample::select(prims), param(), [0usize..6, 0usize..6, 0usize..6])
+            .prop_map(|(p, k, ops)| RecipeStep::Apply(p, k, ops)),
+    ];
+    (
+        1usize..5,
+        prop::collection::vec(step, 1..24),
+        prop::collection::vec(any::<usize>(), 1..4),
+    )
+        .prop_map(|(n_inputs, steps, outputs)| Recipe {
+            n_inputs,
+            steps,
+            outputs,
+        })
+}
+
 /// Exercises a program that loaded: evaluation, transforms, printing.
-fn exercise(p: &Program) {
+/// Counts the case as reaching a driver where ∂⃖'s joint program ran.
+fn exercise(p: &Program, reach: &Reach) {
     let _ = p.validate();
     let _ = format!("{p}");
     if p.n_inputs() > 64 || p.len() > 4096 {
@@ -99,9 +250,21 @@ fn exercise(p: &Program) {
     let _ = p.eval(&x[..x.len().saturating_sub(1)]);
     let _ = p.schedule().eval(&x);
     if let Ok(r) = reverse(p) {
-        let _ = r
+        let joint = r
             .joint()
             .eval(&[x.clone(), vec![1.0; p.n_outputs()]].concat());
+        if joint.is_ok() {
+            reach.driver();
+        }
+    }
+    if let Ok(mut t) = TaylorProgram::new(p, 4) {
+        let jets: Vec<f64> = x.iter().flat_map(|&a| [a, 1.0, 0.0, 0.0, 0.0]).collect();
+        let mut out = vec![0.0; 5 * p.n_outputs()];
+        let mut err = out.clone();
+        let _ = t.eval_with_error(&jets, &mut out, &mut err);
+        // Error estimates of the wrong length.
+        let short = err.len().min(1);
+        let _ = t.eval_with_error(&jets, &mut out, &mut err[short..]);
     }
     let _ = optic_ad::functor::forward(p).eval(&[x.clone(), x.clone()].concat());
     if p.len() < 256 {
@@ -119,6 +282,7 @@ fn exercise(p: &Program) {
     }
 }
 
+/// The JSON of a fixed valid program, the base of the mutations.
 fn valid_program_json() -> String {
     let p = trace(
         |x| {
@@ -131,20 +295,22 @@ fn valid_program_json() -> String {
     serde_json::to_string(&p).unwrap()
 }
 
-/// Arbitrary text, and valid JSON with characters replaced or spliced in.
+/// Arbitrary text, valid JSON with characters replaced or spliced in, and
+/// (most cases) the JSON of a random valid program.
 #[test]
 fn fuzz_program_from_json_text() {
     let base = valid_program_json();
     let len = base.len();
     let text = prop_oneof![
-        "[ -~]{0,200}".prop_map(|s| s),
-        (0..len, "[-0-9eE.:\\[\\]{}\",a-z]{1,24}").prop_map(move |(at, ins)| {
+        10 => recipe().prop_map(|r| serde_json::to_string(&r.build()).unwrap()),
+        1 => "[ -~]{0,200}".prop_map(|s| s),
+        1 => (0..len, "[-0-9eE.:\\[\\]{}\",a-z]{1,24}").prop_map(move |(at, ins)| {
             let mut s = valid_program_json();
             let at = (0..=at).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
             s.insert_str(at, &ins);
             s
         }),
-        (0..len, 1usize..12).prop_map(move |(at, n)| {
+        1 => (0..len, 1usize..12).prop_map(move |(at, n)| {
             let mut s = valid_program_json();
             let at = (0..=at).rev().find(|&i| s.is_char_boundary(i)).unwrap_or(0);
             let end = (at + n).min(s.len());
@@ -154,7 +320,7 @@ fn fuzz_program_from_json_text() {
             s.replace_range(at..end, "");
             s
         }),
-        (
+        1 => (
             0..len,
             prop::sample::select(vec![
                 "18446744073709551615",
@@ -182,9 +348,10 @@ fn fuzz_program_from_json_text() {
                 s
             }),
     ];
-    fuzz("json text", text, |s| {
+    fuzz("json text", text, |s, reach| {
         if let Ok(p) = serde_json::from_str::<Program>(&s) {
-            exercise(&p);
+            reach.valid();
+            exercise(&p, reach);
         }
     });
 }
@@ -218,7 +385,42 @@ fn op_value() -> impl Strategy<Value = Value> {
     ]
 }
 
-/// Arbitrary structured values of the program's shape.
+/// One field of a valid program's value replaced by a hostile one: an
+/// operand, an output, the input count, a primitive's name or parameter.
+fn mutate(mut v: Value, which: usize, hostile: u64) -> Value {
+    let n_ops = v["ops"].as_array().map_or(0, Vec::len).max(1);
+    let at = which / 5 % n_ops;
+    match which % 5 {
+        0 => {
+            if let Some(args) = v["ops"][at]["Apply"]["args"].as_array_mut() {
+                if let Some(a) = args.first_mut() {
+                    *a = json!(hostile);
+                }
+            }
+        }
+        1 => {
+            if let Some(o) = v["outputs"].as_array_mut().and_then(|o| o.first_mut()) {
+                *o = json!(hostile);
+            }
+        }
+        2 => v["n_inputs"] = json!(hostile),
+        3 => {
+            if v["ops"][at]["Apply"].is_object() {
+                v["ops"][at]["Apply"]["prim"] =
+                    json!(["Nope", "Sin", "Select", "Add"][(hostile % 4) as usize]);
+            }
+        }
+        _ => {
+            if v["ops"][at]["Apply"].is_object() {
+                v["ops"][at]["Apply"]["param"] = json!(hostile as i64);
+            }
+        }
+    }
+    v
+}
+
+/// Arbitrary structured values of the program's shape, and (most cases)
+/// the values of random valid programs, some with one field mutated.
 #[test]
 fn fuzz_program_from_structured_values() {
     let size = prop_oneof![4 => 0u64..8, 1 => any::<u64>()];
@@ -243,9 +445,17 @@ fn fuzz_program_from_structured_values() {
                 "input_blocks": ib, "output_blocks": ob,
             })
         });
-    fuzz("structured values", value, |v| {
+    let hostile = prop_oneof![3 => 0u64..12, 1 => any::<u64>(), 1 => Just(u64::from(u32::MAX))];
+    let value = prop_oneof![
+        6 => recipe().prop_map(|r| serde_json::to_value(r.build()).unwrap()),
+        2 => (recipe(), any::<usize>(), hostile)
+            .prop_map(|(r, which, h)| mutate(serde_json::to_value(r.build()).unwrap(), which, h)),
+        1 => value,
+    ];
+    fuzz("structured values", value, |v, reach| {
         if let Ok(p) = serde_json::from_value::<Program>(v) {
-            exercise(&p);
+            reach.valid();
+            exercise(&p, reach);
         }
     });
 }
@@ -300,10 +510,15 @@ fn fuzz_drivers() {
         order,
         any::<usize>(),
     );
-    fuzz("drivers", input, |(f, x, v, w, order, big)| {
+    fuzz("drivers", input, |(f, x, v, w, order, big), reach| {
         let g = |t: &[Tracer]| f.eval(t);
         let gv = |t: &[Tracer]| vec![f.eval(t), f.eval(t) * 2.0];
-        let _ = gradient(g, &x);
+        if trace(|t| vec![f.eval(t)], &x).is_ok() {
+            reach.valid();
+        }
+        if gradient(g, &x).is_ok() {
+            reach.driver();
+        }
         let _ = vjp(gv, &x, &w);
         let _ = jvp(gv, &x, &v);
         let _ = hvp(g, &x, &v);
@@ -312,6 +527,8 @@ fn fuzz_drivers() {
         let x0 = x.first().copied().unwrap_or(0.3);
         let s = |t: Tracer| f.eval(&[t]);
         let _ = derivative::<U3, _, _>(s, x0);
+        let _ = derivative_with_error::<U4, _>(s, x0);
+        let _ = taylor::<U4, _, _>(g, &x, &v);
         if let Ok(mut d) = Derivatives::<U2, _>::new(s, x0) {
             for &p in &v {
                 let _ = d.eval(p);
@@ -420,27 +637,34 @@ impl ScalarRule for Misbehaving {
 #[test]
 fn fuzz_user_rules() {
     let prims: Vec<Prim> = Prim::all().collect();
-    let rule = (
-        any::<u8>(),
-        any::<u32>(),
-        prop::sample::select(prims),
-        0usize..5,
-    )
-        .prop_map(|(kind, index, prim, arity)| Misbehaving {
+    // Most rules sound (kinds 5 and 6, or 3 with the right arity), the
+    // rest misusing the builder in one of the other ways.
+    let kind = prop_oneof![3 => prop::sample::select(vec![5u8, 6]), 2 => any::<u8>()];
+    let rule = (kind, any::<u32>(), prop::sample::select(prims), 0usize..5).prop_map(
+        |(kind, index, prim, arity)| Misbehaving {
             kind,
             index,
             prim,
             arity,
-        });
-    fuzz("user rules", (rule, scalars(3)), |(m, x)| {
+        },
+    );
+    let x = prop_oneof![4 => prop::collection::vec(scalar(), 1..=3), 1 => scalars(3)];
+    fuzz("user rules", (rule, x), |(m, x), reach| {
         let sound = matches!(m.kind % 7, 5 | 6) || (m.kind % 7 == 3 && m.arity == m.prim.arity());
+        if sound {
+            reach.valid();
+        }
         let r = CustomRule::new(m);
         let g = |t: &[Tracer]| {
             t.iter()
                 .fold(Tracer::cst(0.0), |a, &v| a + v.apply_rule(&r))
         };
+        let grad = gradient(g, &x);
+        if grad.is_ok() {
+            reach.driver();
+        }
         let results = [
-            gradient(g, &x).err(),
+            grad.err(),
             hvp(g, &x, &x).err(),
             derivative::<U2, _, _>(|t| t.apply_rule(&r), x.first().copied().unwrap_or(0.2)).err(),
         ];
@@ -515,10 +739,55 @@ fn array_step() -> impl Strategy<Value = ArrayStep> {
     ]
 }
 
-/// Runs the steps on any array; errors end the run early.
+/// `st` with its sizes, offsets and indices fitted to the current value's
+/// length `len ≥ 1`, so that it succeeds: the valid-by-construction
+/// cases of the array target.
+fn fit_step(st: &ArrayStep, len: usize) -> ArrayStep {
+    use ArrayStep as S;
+    let idx = |i: &[usize]| i.iter().map(|&k| k % len).collect::<Vec<_>>();
+    let data = |d: &[f64], n: usize| {
+        (0..n)
+            .map(|k| d.get(k % d.len().max(1)).copied().unwrap_or(0.5))
+            .collect()
+    };
+    match st {
+        S::Slice(a, l) => {
+            let a = a % len;
+            S::Slice(a, 1 + l % (len - a))
+        }
+        S::Gather(i) if i.is_empty() => S::Gather(vec![0]),
+        S::Gather(i) => S::Gather(idx(i)),
+        S::Scatter(i, n) => {
+            let n = 1 + n % 6;
+            S::Scatter(i.iter().map(|&k| k % n).collect(), n)
+        }
+        S::MatVec(r, _, d) => {
+            let r = 1 + r % 4;
+            S::MatVec(r, len, data(d, r * len))
+        }
+        S::VecMat(_, c, d) => {
+            let c = 1 + c % 4;
+            S::VecMat(len, c, data(d, len * c))
+        }
+        S::Get(i) => S::Get(i % len),
+        // The current value as a 1 × len row times the value j steps back
+        // taken as len × 1 only where it has that length: use the current
+        // value itself (j = 0) as the column.
+        S::MatMul(..) => S::MatMul(1, len, 0, len, 1, false, false),
+        S::SumAxis(_, _, axis) => S::SumAxis(1, len, axis % 2),
+        S::BroadcastAxis(r, _, 0) => S::BroadcastAxis(1 + r % 3, len, 0),
+        S::BroadcastAxis(_, c, _) => S::BroadcastAxis(len, 1 + c % 3, 1),
+        S::MatVecTraced(..) => S::MatVecTraced(1, len, 0),
+        other => other.clone(),
+    }
+}
+
+/// Runs the steps on any array; errors end the run early. With `fit`,
+/// each step is first fitted to the current value ([`fit_step`]).
 fn run_array_steps<A: optic_ad::array::Array>(
     x: &A,
     steps: &[ArrayStep],
+    fit: bool,
 ) -> optic_ad::Result<A::Scalar> {
     use optic_ad::array::{Indices, Mat, Matrix};
     use std::sync::Arc;
@@ -526,6 +795,13 @@ fn run_array_steps<A: optic_ad::array::Array>(
     let mut s = x.sum();
     for st in steps {
         let cur = vals.last().expect("non-empty").clone();
+        let fitted;
+        let st = if fit && cur.len() > 0 {
+            fitted = fit_step(st, cur.len());
+            &fitted
+        } else {
+            st
+        };
         let next = match st {
             ArrayStep::Map(p, k) => cur.map(|t| <A::Elem as Real>::apply(*p, *k, &[t])),
             ArrayStep::Map2(p, j) => {
@@ -587,15 +863,26 @@ fn run_array_steps<A: optic_ad::array::Array>(
 #[test]
 fn fuzz_array_api() {
     use optic_ad::array::{self, ArrayWorkspace, Dense, TArray};
+    // Most cases fitted (sizes that agree, a point and a direction of one
+    // length ≥ 1), the rest with the raw, often invalid, sizes.
     let input = (
         prop::collection::vec(array_step(), 0..6),
-        scalars(5),
-        scalars(5),
-    );
-    fuzz("array api", input, |(steps, x, v)| {
-        let _ = run_array_steps(&Dense::new(x.clone()), &steps);
-        let f = |t: &TArray| run_array_steps(t, &steps);
-        let _ = array::gradient(f, &x);
+        prop::collection::vec(scalar(), 1..=5),
+        prop::collection::vec(scalar(), 0..=5),
+        prop_oneof![3 => Just(true), 1 => Just(false)],
+    )
+        .prop_map(|(steps, x, mut v, fit)| {
+            if fit {
+                v.resize(x.len(), 0.5);
+            }
+            (steps, x, v, fit)
+        });
+    fuzz("array api", input, |(steps, x, v, fit), reach| {
+        let _ = run_array_steps(&Dense::new(x.clone()), &steps, fit);
+        let f = |t: &TArray| run_array_steps(t, &steps, fit);
+        if array::gradient(f, &x).is_ok() {
+            reach.driver();
+        }
         let _ = array::hvp(f, &x, &v);
         let _ = array::directional3(f, &x, &v);
         let _ = array::taylor::<U4>(f, &x, &v);
@@ -613,7 +900,8 @@ fn fuzz_array_api() {
             let _ = h.eval(&v, &x, &mut out);
             let _ = h.eval(&x, &v, &mut vec![0.0; x.len()]);
         }
-        if let Ok(p) = array::trace(|t: &[TArray]| run_array_steps(&t[0], &steps), &[&x]) {
+        if let Ok(p) = array::trace(|t: &[TArray]| run_array_steps(&t[0], &steps, fit), &[&x]) {
+            reach.valid();
             let _ = p.eval(&[&v]);
             let _ = p.eval(&[&x, &v]);
             let mut ws = ArrayWorkspace::new(&p);
@@ -652,6 +940,77 @@ fn fuzz_array_api() {
                         let _ = l1.call(&[&x]);
                     }
                 }
+            }
+        }
+    });
+}
+
+/// Native code (feature `jit`): random valid programs over the whole table,
+/// at hostile points, run past their hot-call count (so the scalar
+/// program and its compiled gradient run as machine code) and compared
+/// with the interpreter bit for bit (NaN as NaN); one case in eight also
+/// maps a random body over 2¹⁶ elements, which runs as a compiled block
+/// kernel, and takes its gradient.
+#[cfg(feature = "jit")]
+#[test]
+fn fuzz_native() {
+    use optic_ad::array::{self, Array, TArray};
+    use optic_ad::{Executable, Registers};
+    let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
+    let input = (recipe(), prop::collection::vec(scalar(), 4), any::<u8>());
+    fuzz("native", input, |(r, x, pick), reach| {
+        let p = r.build();
+        reach.valid();
+        let x = &x[..p.n_inputs()];
+        let e = Executable::new(p.clone());
+        let mut regs = Registers::new();
+        let mut out = vec![0.0; p.n_outputs()];
+        let mut last = Ok(());
+        for _ in 0..1002 {
+            last = e.eval_f64(&mut regs, x, &mut out);
+        }
+        match (p.eval(x), last) {
+            (Ok(want), Ok(())) => {
+                for (w, o) in want.iter().zip(&out) {
+                    assert!(same(*w, *o), "native {out:?} vs interpreter {want:?}");
+                }
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b),
+            (a, b) => panic!("interpreter {a:?}, native {b:?}"),
+        }
+        if e.native_instructions().0.is_some() {
+            reach.native();
+        }
+        // The compiled gradient of the first output, hot.
+        let first = |t: &[Tracer]| p.eval(t).map(|v| v[0]);
+        if let Ok(mut g) = Gradient::new(first, x) {
+            let mut grad = vec![0.0; x.len()];
+            let mut ok = true;
+            for _ in 0..1002 {
+                ok &= g.eval(x, &mut grad).is_ok();
+            }
+            if ok {
+                reach.driver();
+            }
+        }
+        if pick % 8 == 0 {
+            // A map of 2¹⁶ elements: the body is the program with every
+            // input the element.
+            let body = |t: Tracer| p.eval(&vec![t; p.n_inputs()]).map_or(t, |v| v[0]);
+            let f = |a: &TArray| Ok(a.map(body).sum());
+            let n = 1 << 16;
+            let xs: Vec<f64> = (0..n).map(|k| x[k % x.len()] + k as f64 * 1e-6).collect();
+            if let Ok(mut g) = array::Gradient::new(f, &xs) {
+                let mut grad = vec![0.0; n];
+                let _ = g.eval(&xs, &mut grad);
+                let _ = g.eval(&xs, &mut grad);
+                // Every map body compiles (recipes have no user rules);
+                // a body the trace folded away leaves no map.
+                let (native, maps) = g.native_kernels();
+                assert!(
+                    maps == 0 || native > 0,
+                    "{native} of {maps} map bodies compiled"
+                );
             }
         }
     });

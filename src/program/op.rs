@@ -26,6 +26,11 @@ pub enum Op {
     /// A constant. Serialised as a JSON number when finite, and as the
     /// string `"inf"`, `"-inf"` or `"nan:0x…"` (the bit pattern, so every
     /// NaN payload survives) otherwise, since JSON has no number for those.
+    /// A finite number is written in the shortest form that denotes its
+    /// bits; whether it reads back to them is the reader's part: serde_json
+    /// does with its feature `float_roundtrip`, and without it may be one
+    /// unit in the last place off (`-2.0514672033128614` was, found by
+    /// `tests/fuzz.rs`).
     Const(#[cfg_attr(feature = "serde", serde(with = "constant_serde"))] f64),
     /// A built-in primitive applied to `args` (`prim.arity()` of them);
     /// `param` is its integer attribute (the exponent of `powi`, the order
