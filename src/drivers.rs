@@ -609,14 +609,9 @@ where
     check_nonempty("hessian", x.len())?;
     let (t, inputs) = trace_builder_at(scalar(f), x)?;
     let n = x.len();
-    let total = t.inputs.len();
-    let mut h = hvp_program(t, n)?;
-    // Inputs [x, caps] [v]; outputs [f, ∇f] [H v]: split so that the part
-    // that depends on x alone runs once, and only the right runs per column.
-    h.input_blocks = vec![total, n];
-    h.output_blocks = vec![1 + n, n];
-    let stages = [HvpSplit::LEFT, HvpSplit::RIGHT];
-    let staged = Staged::split(&h, &stages, &stages, 2)?;
+    // The split of `Hvp`: the left, which depends on x alone, runs once;
+    // the right runs per column.
+    let staged = hvp_staged(t, n, false)?;
     if is_f64::<T>() {
         // The lowered evaluator, four columns per pass of the right stage,
         // the passes spread over all cores (each worker with its own copy
@@ -1588,6 +1583,24 @@ pub struct Hvp<F> {
     lane_out: Vec<[f64; LANES]>,
 }
 
+/// The Hessian-vector program of a trace of `n` variables, split in two
+/// stages, for [`Hvp`] and [`hessian`]: inputs `[x, captures] [v]`,
+/// outputs `[f, ∇f] [H v]`; stage [`HvpSplit::LEFT`] knows `x` (and the
+/// captures), stage [`HvpSplit::RIGHT`] `v` and the left's residual.
+/// `scheduled`: each stage ordered for the interpreter.
+fn hvp_staged(t: TracedBuilder, n: usize, scheduled: bool) -> Result<Staged> {
+    let total = t.inputs.len();
+    let mut h = hvp_program(t, n)?;
+    h.input_blocks = vec![total, n];
+    h.output_blocks = vec![1 + n, n];
+    let stages = [HvpSplit::LEFT, HvpSplit::RIGHT];
+    if scheduled {
+        Staged::split_scheduled(&h, &stages, &stages, 2)
+    } else {
+        Staged::split(&h, &stages, &stages, 2)
+    }
+}
+
 /// The two stages of a Hessian-vector program and their buffers, rebuilt
 /// together where a guard fails.
 struct HvpSplit {
@@ -1607,14 +1620,7 @@ impl HvpSplit {
         R: IntoTraced<Tracer>,
     {
         let (t, _) = trace_builder_at(scalar(f), x)?;
-        let n = x.len();
-        // Inputs [x] [v]; outputs [f, ∇f] [H v]: x is known at the left,
-        // v at the right.
-        let mut h = hvp_program(t, n)?;
-        h.input_blocks = vec![n, n];
-        h.output_blocks = vec![1 + n, n];
-        let stages = [Self::LEFT, Self::RIGHT];
-        let staged = Staged::split_scheduled(&h, &stages, &stages, 2)?;
+        let staged = hvp_staged(t, x.len(), true)?;
         let ws = staged.workspace();
         Ok(HvpSplit { staged, ws })
     }

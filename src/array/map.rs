@@ -7,6 +7,7 @@ use std::sync::Arc;
 use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram, Shape};
 use super::prims::Broadcast;
 use crate::error::{check_len, Error, Result};
+use crate::program::ir::Instr;
 use crate::program::{Builder, Op, Program, Var};
 
 /// A scalar program with `n` inputs and one output, `prim` of them.
@@ -246,28 +247,26 @@ impl ArrayProgram {
 /// matching arguments.
 fn drop_unused_inputs(body: Arc<Program>, args: Vec<AVar>) -> (Arc<Program>, Vec<AVar>) {
     let mut used = vec![false; body.n_inputs()];
-    let input_of = |v: Var| match body.op(v.index()) {
-        Some(Op::Input(k)) => Some(k as usize),
-        _ => None,
-    };
-    for op in body.ops() {
-        for &o in op.operands() {
-            if let Some(k) = input_of(o) {
-                used[k] = true;
+    // On the stored instructions: this runs for every map built.
+    let code = &body.code;
+    let mut mark = |v: Var| {
+        if let Some(k) = code.get(v.index()).and_then(Instr::as_input) {
+            if let Some(u) = used.get_mut(k as usize) {
+                *u = true;
             }
+        }
+    };
+    for ins in code {
+        for &o in ins.operands() {
+            mark(o);
         }
     }
     for &o in body.outputs() {
-        if let Some(k) = input_of(o) {
-            used[k] = true;
-        }
+        mark(o);
     }
     for g in body.guards() {
-        for v in [g.a, g.b] {
-            if let Some(k) = input_of(v) {
-                used[k] = true;
-            }
-        }
+        mark(g.a);
+        mark(g.b);
     }
     if used.iter().all(|&u| u) {
         return (body, args);

@@ -116,14 +116,14 @@ pub(crate) fn inv(k: usize) -> f64 {
 /// Sums of at least this many terms go to four accumulators.
 const SPLIT: usize = 4;
 
-/// `Σᵢ wᵢ aᵢ b_{n−1−i}` with `0 · ∞ = 0`: a product with an exact zero
-/// factor is left out, as the term it stands for is absent (the
-/// coefficient of a jet that is exactly zero, such as `x₂` of `x + t`).
-/// Without this, a jet whose constant term is infinite (`eˣ` at
-/// `x = 710`, `1/x` at `0`) would turn every later coefficient into NaN
-/// where the limit is `±∞`. Only called where the plain sum gave NaN: a
-/// NaN of the operands still gives NaN here.
-#[cold]
+/// `Σᵢ wᵢ aᵢ b_{n−1−i}` with `0 · ∞ = 0` (`wᵢ = i + 1` with `weights`,
+/// else 1): a product with an exact zero factor is left out, as the term
+/// it stands for is absent (the coefficient of a jet that is exactly zero,
+/// such as `x₂` of `x + t`). Without this, a jet whose constant term is
+/// infinite (`eˣ` at `x = 710`, `1/x` at `0`) would turn every later
+/// coefficient into NaN where the limit is `±∞`. The kernels below run
+/// with it only where their plain run left a NaN (`again_if_nan!`): a
+/// NaN of the operands still gives NaN.
 #[inline(never)]
 fn dot_rev_structural(a: &[f64], b: &[f64], weights: bool) -> f64 {
     let mut s = 0.0;
@@ -137,22 +137,46 @@ fn dot_rev_structural(a: &[f64], b: &[f64], weights: bool) -> f64 {
     s
 }
 
+/// Runs the kernel `$k` with plain sums (`$k::<false>`), and again with
+/// `0 · ∞ = 0` ([`dot_rev_structural`], `$k::<true>`) where that left a
+/// NaN in its result `$y`. The plain run is as it was: a `0 · ∞` needs an
+/// infinite coefficient, which in a recurrence shows in the constant term
+/// or, through the later sums that read it, as a NaN in the last
+/// coefficient, so only those two are looked at (two comparisons per jet;
+/// a full scan measured 5% on order-3 jets).
+macro_rules! again_if_nan {
+    ($y:expr, $k:ident($($a:expr),*)) => {{
+        $k::<false>($($a),*);
+        if may_hold_nan($y) {
+            $k::<true>($($a),*);
+        }
+    }};
+}
+
+/// Whether a jet just computed may hold a NaN from `0 · ∞`: its constant
+/// term is not finite or its last coefficient is NaN, and some
+/// coefficient is NaN.
+#[inline(always)]
+fn may_hold_nan(y: &[f64]) -> bool {
+    let ends = y.first().is_some_and(|v| !v.is_finite()) || y.last().is_some_and(|v| v.is_nan());
+    ends && y.iter().any(|v| v.is_nan())
+}
+
 /// `Σᵢ aᵢ b_{n−1−i}` over `n = a.len() = b.len()` terms: the reversed dot
 /// product every recurrence is made of. Long sums go to four independent
 /// accumulators: a single running sum would make each coefficient wait
 /// `n` floating-point-add latencies, and the coefficients of a jet are
-/// computed one after the other. Short ones (low orders) keep one. A NaN
-/// sum is computed again with `0 · ∞ = 0` ([`dot_rev_structural`]).
+/// computed one after the other. Short ones (low orders) keep one. With
+/// `S`, the sum with `0 · ∞ = 0` ([`dot_rev_structural`]).
 #[inline(always)]
-fn dot_rev(a: &[f64], b: &[f64]) -> f64 {
-    let s = dot_rev_plain(a, b);
-    if s.is_nan() {
+fn dot_rev<const S: bool>(a: &[f64], b: &[f64]) -> f64 {
+    if S {
         return dot_rev_structural(a, b, false);
     }
-    s
+    dot_rev_plain(a, b)
 }
 
-/// [`dot_rev`] without the second look at a NaN.
+/// [`dot_rev`] of plain sums.
 #[inline(always)]
 fn dot_rev_plain(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
@@ -181,20 +205,12 @@ fn dot_rev_plain(a: &[f64], b: &[f64]) -> f64 {
 }
 
 /// `Σⱼ (j + 1) aⱼ b_{n−1−j}` over `n` terms: [`dot_rev`] with the weights
-/// of a derivative's coefficients (kept as floats, counted up), and the
-/// same second look at a NaN.
+/// of a derivative's coefficients (kept as floats, counted up).
 #[inline(always)]
-fn dot_rev_weighted(a: &[f64], b: &[f64]) -> f64 {
-    let s = dot_rev_weighted_plain(a, b);
-    if s.is_nan() {
+fn dot_rev_weighted<const S: bool>(a: &[f64], b: &[f64]) -> f64 {
+    if S {
         return dot_rev_structural(a, b, true);
     }
-    s
-}
-
-/// [`dot_rev_weighted`] without the second look at a NaN.
-#[inline(always)]
-fn dot_rev_weighted_plain(a: &[f64], b: &[f64]) -> f64 {
     let n = a.len().min(b.len());
     let (a, b) = (&a[..n], &b[..n]);
     if n < SPLIT {
@@ -226,42 +242,56 @@ fn dot_rev_weighted_plain(a: &[f64], b: &[f64]) -> f64 {
     (acc[0] + acc[1]) + (acc[2] + acc[3]) + tail
 }
 
-/// `Σ_{j=1..k} j xⱼ g_{k−j}` (without the `1/k`).
-#[inline(always)]
-fn weighted(x: &[f64], g: &[f64], k: usize) -> f64 {
-    dot_rev_weighted(&x[1..=k], &g[..k])
-}
-
 /// `(1/k) Σ_{j=1..k} j xⱼ g_{k−j}`: the `k`-th coefficient of `y` where
 /// `y′ = g x′` (`g` read up to `k − 1`).
 #[inline(always)]
+fn chain_s<const S: bool>(x: &[f64], g: &[f64], k: usize) -> f64 {
+    dot_rev_weighted::<S>(&x[1..=k], &g[..k]) * inv(k)
+}
+
+/// [`chain_s`] with plain sums, for the rules' own recurrences.
+#[inline(always)]
 pub(crate) fn chain(x: &[f64], g: &[f64], k: usize) -> f64 {
-    weighted(x, g, k) * inv(k)
+    chain_s::<false>(x, g, k)
 }
 
 /// `Σ_{i=0..k} aᵢ b_{k−i}`: the `k`-th coefficient of the product.
 #[inline(always)]
+fn conv_s<const S: bool>(a: &[f64], b: &[f64], k: usize) -> f64 {
+    dot_rev::<S>(&a[..=k], &b[..=k])
+}
+
+/// [`conv_s`] with plain sums, for the rules' own recurrences.
+#[inline(always)]
 pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
-    dot_rev(&a[..=k], &b[..=k])
+    conv_s::<false>(a, b, k)
 }
 
 /// The product `y = a · b` (all coefficients, `y₀` included).
 pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
+    again_if_nan!(y, mul_s(a, b, y));
+}
+
+fn mul_s<const S: bool>(a: &[f64], b: &[f64], y: &mut [f64]) {
     by_width!(y.len(), |n| {
         let (a, b, y) = (&a[..n], &b[..n], &mut y[..n]);
         for k in 0..n {
-            y[k] = conv(a, b, k);
+            y[k] = conv_s::<S>(a, b, k);
         }
     })
 }
 
 /// The quotient `y = a / b`: `yₖ = (aₖ − Σ_{j=1..k} bⱼ y_{k−j}) / b₀`.
 pub(crate) fn div(a: &[f64], b: &[f64], y: &mut [f64]) {
+    again_if_nan!(y, div_s(a, b, y));
+}
+
+fn div_s<const S: bool>(a: &[f64], b: &[f64], y: &mut [f64]) {
     by_width!(y.len(), |n| {
         let (a, b, y) = (&a[..n], &b[..n], &mut y[..n]);
         let r = 1.0 / b[0];
         for k in 1..n {
-            y[k] = (a[k] - dot_rev(&b[1..=k], &y[..k])) * r;
+            y[k] = (a[k] - dot_rev::<S>(&b[1..=k], &y[..k])) * r;
         }
     })
 }
@@ -269,10 +299,14 @@ pub(crate) fn div(a: &[f64], b: &[f64], y: &mut [f64]) {
 /// `y` with `y′ = g x′`, `y₀` given: `yₖ = chain(x, g, k)`, `g` read to
 /// degree `K − 1`.
 pub(crate) fn integrate(x: &[f64], g: &[f64], y: &mut [f64]) {
+    again_if_nan!(y, integrate_s(x, g, y));
+}
+
+fn integrate_s<const S: bool>(x: &[f64], g: &[f64], y: &mut [f64]) {
     by_width!(y.len(), |n| {
         let (x, g, y) = (&x[..n], &g[..n], &mut y[..n]);
         for k in 1..n {
-            y[k] = chain(x, g, k);
+            y[k] = chain_s::<S>(x, g, k);
         }
     })
 }
@@ -282,12 +316,16 @@ pub(crate) fn integrate(x: &[f64], g: &[f64], y: &mut [f64]) {
 /// `yₖ = (xₖ − (1/k) Σ_{j=1..k−1} j yⱼ u_{k−j}) / u₀`. This is `ln`
 /// (`u = x`) and every inverse function whose derivative is `1/u`.
 pub(crate) fn integrate_over(x: &[f64], u: &[f64], u0: f64, y: &mut [f64]) {
+    again_if_nan!(y, integrate_over_s(x, u, u0, y));
+}
+
+fn integrate_over_s<const S: bool>(x: &[f64], u: &[f64], u0: f64, y: &mut [f64]) {
     by_width!(y.len(), |n| {
         let (x, u, y) = (&x[..n], &u[..n], &mut y[..n]);
         let r = 1.0 / u0;
         for k in 1..n {
             // Σ_{j=1..k−1} j yⱼ u_{k−j} (u₀ is not read).
-            let s = dot_rev_weighted(&y[1..k], &u[1..k]);
+            let s = dot_rev_weighted::<S>(&y[1..k], &u[1..k]);
             y[k] = (x[k] - s * inv(k)) * r;
         }
     })
@@ -295,10 +333,14 @@ pub(crate) fn integrate_over(x: &[f64], u: &[f64], u0: f64, y: &mut [f64]) {
 
 /// `eˣ` with `y₀` given: `y′ = y x′`.
 pub(crate) fn exp(x: &[f64], y: &mut [f64]) {
+    again_if_nan!(y, exp_s(x, y));
+}
+
+fn exp_s<const S: bool>(x: &[f64], y: &mut [f64]) {
     by_width!(y.len(), |n| {
         let (x, y) = (&x[..n], &mut y[..n]);
         for k in 1..n {
-            y[k] = chain(x, y, k);
+            y[k] = chain_s::<S>(x, y, k);
         }
     })
 }
@@ -309,7 +351,10 @@ pub(crate) fn exp(x: &[f64], y: &mut [f64]) {
 /// only, so the two sums share one pass over `j xⱼ`.
 #[inline(always)]
 fn paired(x: &[f64], s: &mut [f64], c: &mut [f64], sign: f64) {
-    by_width!(s.len(), |n| { paired_n(x, s, c, sign, n) })
+    by_width!(s.len(), |n| { paired_n(x, s, c, sign, n) });
+    if may_hold_nan(s) || may_hold_nan(c) {
+        paired_structural(x, s, c, sign);
+    }
 }
 
 /// [`paired`] for jets of length `n`.
@@ -325,15 +370,21 @@ fn paired_n(x: &[f64], s: &mut [f64], c: &mut [f64], sign: f64, n: usize) {
             ss += t * c[k - j];
             cc += t * s[k - j];
         }
-        if ss.is_nan() {
-            ss = dot_rev_structural(&x[1..=k], &c[..k], true);
-        }
-        if cc.is_nan() {
-            cc = dot_rev_structural(&x[1..=k], &s[..k], true);
-        }
         let r = inv(k);
         s[k] = ss * r;
         c[k] = sign * cc * r;
+    }
+}
+
+/// [`paired`] with `0 · ∞ = 0` ([`dot_rev_structural`]), where the plain
+/// run left a NaN.
+#[cold]
+#[inline(never)]
+fn paired_structural(x: &[f64], s: &mut [f64], c: &mut [f64], sign: f64) {
+    for k in 1..s.len() {
+        let r = inv(k);
+        s[k] = dot_rev_structural(&x[1..=k], &c[..k], true) * r;
+        c[k] = sign * dot_rev_structural(&x[1..=k], &s[..k], true) * r;
     }
 }
 
@@ -352,11 +403,15 @@ pub(crate) fn sinh_cosh(x: &[f64], s: &mut [f64], c: &mut [f64]) {
 /// `√u` with `y₀` given: `y² = u`, so
 /// `yₖ = (uₖ − Σ_{j=1..k−1} yⱼ y_{k−j}) / (2y₀)`.
 pub(crate) fn sqrt(u: &[f64], y: &mut [f64]) {
+    again_if_nan!(y, sqrt_s(u, y));
+}
+
+fn sqrt_s<const S: bool>(u: &[f64], y: &mut [f64]) {
     by_width!(y.len(), |n| {
         let (u, y) = (&u[..n], &mut y[..n]);
         let r = 0.5 / y[0];
         for k in 1..n {
-            y[k] = (u[k] - dot_rev(&y[1..k], &y[1..k])) * r;
+            y[k] = (u[k] - dot_rev::<S>(&y[1..k], &y[1..k])) * r;
         }
     })
 }
@@ -364,23 +419,19 @@ pub(crate) fn sqrt(u: &[f64], y: &mut [f64]) {
 /// `xʳ` for a real exponent `r`, `y₀` given and `x₀ ≠ 0`: `x y′ = r y x′`,
 /// so `yₖ = Σ_{j=1..k} ((r + 1) j − k) xⱼ y_{k−j} / (k x₀)`.
 pub(crate) fn pow_real(x: &[f64], r: f64, y: &mut [f64]) {
+    again_if_nan!(y, pow_real_s(x, r, y));
+}
+
+fn pow_real_s<const S: bool>(x: &[f64], r: f64, y: &mut [f64]) {
     let rx = 1.0 / x[0];
     for k in 1..y.len() {
         let mut s = 0.0;
         let mut jf = 0.0;
         for (xj, yj) in x[1..=k].iter().zip(y[..k].iter().rev()) {
             jf += 1.0;
-            s += ((r + 1.0) * jf - k as f64) * xj * yj;
-        }
-        if s.is_nan() {
-            // 0 · ∞ = 0, as in `dot_rev_structural`.
-            s = 0.0;
-            jf = 0.0;
-            for (xj, yj) in x[1..=k].iter().zip(y[..k].iter().rev()) {
-                jf += 1.0;
-                if *xj != 0.0 && *yj != 0.0 {
-                    s += ((r + 1.0) * jf - k as f64) * xj * yj;
-                }
+            // With S, 0 · ∞ = 0, as in `dot_rev_structural`.
+            if !S || (*xj != 0.0 && *yj != 0.0) {
+                s += ((r + 1.0) * jf - k as f64) * xj * yj;
             }
         }
         y[k] = s * inv(k) * rx;
