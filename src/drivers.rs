@@ -789,13 +789,19 @@ where
 /// `x + t`, its coefficient `k` scaled by `k!`. Zeros come out as `+0.0`.
 fn univariate_derivatives(t: &mut TaylorProgram, x: f64, out: &mut [f64]) -> Result<()> {
     let mut input = vec![0.0; out.len()];
-    input[0] = x;
-    if input.len() > 1 {
-        input[1] = 1.0;
-    }
+    along_x_plus_t(&mut input, x);
     t.eval(&input, out)?;
     scale_by_factorials(out);
     Ok(())
+}
+
+/// The input jet of the curve `x + t` (coefficients past the first two
+/// left as they are, zero).
+fn along_x_plus_t(input: &mut [f64], x: f64) {
+    input[0] = x;
+    if let Some(slope) = input.get_mut(1) {
+        *slope = 1.0;
+    }
 }
 
 /// `[f, f′, …]` into `out` (one more than the degree) and their error
@@ -808,10 +814,7 @@ fn univariate_with_error(
     err: &mut [f64],
 ) -> Result<()> {
     let mut input = vec![0.0; out.len()];
-    input[0] = x;
-    if input.len() > 1 {
-        input[1] = 1.0;
-    }
+    along_x_plus_t(&mut input, x);
     t.eval_with_error(&input, out, err)?;
     scale_by_factorials(out);
     scale_by_factorials(err);
@@ -1068,10 +1071,7 @@ where
     #[inline(never)]
     fn eval_taylor(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
         let (f, input, out) = (&self.f, &mut self.input, &mut self.out);
-        input[0] = x;
-        if input.len() > 1 {
-            input[1] = 1.0;
-        }
+        along_x_plus_t(input, x);
         run_or_retrace(
             &mut self.taylor,
             || traced_univariate(f, x, N::to_usize()),
@@ -1128,10 +1128,7 @@ where
         let (f, input) = (&self.f, &mut self.input);
         let mut out = GenericArray::<f64, Add1<N>>::default();
         let mut err = GenericArray::<f64, Add1<N>>::default();
-        input[0] = x;
-        if input.len() > 1 {
-            input[1] = 1.0;
-        }
+        along_x_plus_t(input, x);
         run_or_retrace(
             &mut self.taylor,
             || traced_univariate(f, x, N::to_usize()),
