@@ -32,8 +32,8 @@
 
 use std::sync::OnceLock;
 
+use optic_ad::typenum::U3;
 use optic_ad::{derivative, gradient, trace, Builder, CustomRule, Real, ScalarRule, Var};
-use typenum::U3;
 
 /// The one shared handle to the rule, so that its pullback can call it.
 pub fn softplus_rule() -> &'static CustomRule {

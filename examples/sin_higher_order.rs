@@ -5,8 +5,8 @@
 //!
 //! Run with `cargo run --example sin_higher_order [x]`.
 
+use optic_ad::typenum::{U2, U3};
 use optic_ad::{trace, Nested, Real};
-use typenum::{U2, U3};
 
 /// One printed row: closure name, value from the library, closed form.
 pub struct Row {

@@ -699,7 +699,7 @@ where
 ///
 /// ```compile_fail,E0271
 /// use optic_ad::{derivative, Real};
-/// use typenum::U171;
+/// use optic_ad::typenum::U171;
 ///
 /// let _ = derivative::<U171, _, _>(|x| x.sin(), 0.3);
 /// ```
@@ -709,7 +709,7 @@ where
 /// ```
 /// use approx::assert_relative_eq;
 /// use optic_ad::{derivative, Real};
-/// use typenum::{U3, U40};
+/// use optic_ad::typenum::{U3, U40};
 ///
 /// let x = 0.4_f64;
 /// let d = derivative::<U3, _, _>(|x| x.sin(), x).unwrap();
@@ -759,7 +759,7 @@ where
 ///
 /// ```
 /// use optic_ad::{derivative_with_error, Real};
-/// use typenum::U170;
+/// use optic_ad::typenum::U170;
 ///
 /// // dᵏ/dxᵏ eˣ sin x = 2^{k/2} eˣ sin(x + kπ/4).
 /// let f = |k: i32, x: f64| 2f64.powf(f64::from(k) / 2.0) * x.exp() * (x + f64::from(k) * std::f64::consts::FRAC_PI_4).sin();
@@ -914,7 +914,7 @@ fn traced_univariate<R: IntoTraced<Tracer>>(
 /// ```
 /// use approx::assert_relative_eq;
 /// use optic_ad::{Derivatives, Real};
-/// use typenum::U3;
+/// use optic_ad::typenum::U3;
 ///
 /// let mut d = Derivatives::<U3, _>::new(|t| t.exp() * t.sin(), 0.0).unwrap();
 /// for &x in &[0.1, 0.2, 0.3] {
@@ -1006,7 +1006,7 @@ where
     ///
     /// ```compile_fail,E0271
     /// use optic_ad::{Derivatives, Real};
-    /// use typenum::U171;
+    /// use optic_ad::typenum::U171;
     ///
     /// let _ = Derivatives::<U171, _>::new(|x| x.sin(), 0.3);
     /// ```
@@ -1113,7 +1113,7 @@ where
     ///
     /// ```
     /// use optic_ad::{Derivatives, Real};
-    /// use typenum::U120;
+    /// use optic_ad::typenum::U120;
     ///
     /// let mut d = Derivatives::<U120, _>::new(|x| x.exp() * x.sin(), 0.0).unwrap();
     /// let (v, err) = d.eval_with_error(0.3).unwrap();
@@ -1159,7 +1159,7 @@ where
     /// ```
     /// use approx::assert_relative_eq;
     /// use optic_ad::{gradient, Derivatives, Real};
-    /// use typenum::U2;
+    /// use optic_ad::typenum::U2;
     ///
     /// // d/dx of f″(x) = d/dx (−sin x) = f‴(x) = −cos x.
     /// let mut d = Derivatives::<U2, _>::new(|t| t.sin(), 0.0).unwrap();
@@ -1218,7 +1218,7 @@ where
 /// ```
 /// use approx::assert_relative_eq;
 /// use optic_ad::{taylor, Real};
-/// use typenum::U4;
+/// use optic_ad::typenum::U4;
 ///
 /// // f(x, y) = eˣ sin y along (1, 2): f(x + t, y + 2t) = eˣ⁺ᵗ sin(y + 2t).
 /// let d = taylor::<U4, _, _>(|x| x[0].exp() * x[1].sin(), &[0.0, 0.0], &[1.0, 2.0]).unwrap();

@@ -20,7 +20,7 @@
 //! ```
 //! use approx::assert_relative_eq;
 //! use optic_ad::{derivative, gradient, hvp, Real};
-//! use typenum::U3;
+//! use optic_ad::typenum::U3;
 //!
 //! fn f<T: Real>(x: &[T]) -> T {
 //!     x[0].sin() * x[1] + x[1].powi(3) * 0.5

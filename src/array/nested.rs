@@ -42,7 +42,7 @@ use crate::functor::{ProgramKind, ProgramKindSealed};
 /// use approx::assert_relative_eq;
 /// use optic_ad::array::{self, Array, Nested};
 /// use optic_ad::Real;
-/// use typenum::U2;
+/// use optic_ad::typenum::U2;
 ///
 /// let x = [0.7, -0.2];
 /// let p = array::trace(|x: &[_]| Ok(x[0].map(|t| t.sin()).sum()), &[&x]).unwrap();
@@ -64,7 +64,7 @@ use crate::functor::{ProgramKind, ProgramKindSealed};
 ///
 /// ```compile_fail,E0599
 /// use optic_ad::array::{self, Array, Nested};
-/// use typenum::U1;
+/// use optic_ad::typenum::U1;
 ///
 /// let p = array::trace(|x: &[_]| Ok(x[0].sum()), &[&[1.0]]).unwrap();
 /// let mut bundle = Nested::<U1>::new(&p).unwrap();

@@ -381,7 +381,7 @@ fn line_jet(x: &[f64], v: &[f64], degree: usize, jet: &mut Vec<f64>) {
 /// use approx::assert_relative_eq;
 /// use optic_ad::array::{taylor, Array};
 /// use optic_ad::Real;
-/// use typenum::U4;
+/// use optic_ad::typenum::U4;
 ///
 /// // f(x) = Σ sin xᵢ along v: dᵏ/dtᵏ = Σ vᵢᵏ sin⁽ᵏ⁾(xᵢ).
 /// let (x, v) = ([0.3, -0.2], [1.0, 2.0]);

@@ -344,7 +344,7 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 ///
 /// ```compile_fail,E0599
 /// use optic_ad::{trace, Nested, Real};
-/// use typenum::U1;
+/// use optic_ad::typenum::U1;
 ///
 /// let p = trace(|x| vec![x[0].sin()], &[0.3]).unwrap();
 /// let mut n = Nested::<U1>::new(&p).unwrap();
@@ -357,7 +357,7 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 ///
 /// ```compile_fail,E0599
 /// use optic_ad::Nested;
-/// use typenum::U64;
+/// use optic_ad::typenum::U64;
 ///
 /// let _ = Nested::<U64>::closures();
 /// ```
@@ -369,7 +369,7 @@ pub type Closures<N> = Sub1<Shleft<U1, N>>;
 /// ```
 /// use approx::assert_relative_eq;
 /// use optic_ad::{trace, Nested, Real};
-/// use typenum::U2;
+/// use optic_ad::typenum::U2;
 ///
 /// let x = 0.7_f64;
 /// let p = trace(|x| vec![x[0].sin()], &[x]).unwrap();
@@ -427,7 +427,7 @@ impl<N: Unsigned + IsLessOrEqual<MaxOrder, Output = True>, P: ProgramKind> Neste
     /// ```
     /// use approx::assert_relative_eq;
     /// use optic_ad::{trace, Nested, Real};
-    /// use typenum::U3;
+    /// use optic_ad::typenum::U3;
     ///
     /// // f‴ of sin from the order-3 bundle: seeds d₁ = d₂ = d₄ = 1, the last
     /// // closure returns −cos x (the book's higher-order chapter).

@@ -18,7 +18,7 @@ use super::ir::{Builder, Rule, Var};
 /// ```
 /// use approx::assert_relative_eq;
 /// use optic_ad::{derivative, Builder, CustomRule, Real, ScalarRule, Var};
-/// use typenum::U2;
+/// use optic_ad::typenum::U2;
 ///
 /// /// y = x³ with pullback x̄ = 3x²ȳ.
 /// struct Cube;
