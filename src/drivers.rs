@@ -585,6 +585,13 @@ where
 /// and nesting as [`gradient`]: at tracer points inside another trace the
 /// Hessian is recorded there (its gradient is a third derivative).
 ///
+/// Threads: at `f64` points with more than four variables, the columns
+/// are computed four at a time, the groups spread over rayon's global
+/// thread pool (one thread per core by default). To limit it, set the
+/// environment variable `RAYON_NUM_THREADS` (1 for none), or call
+/// `hessian` inside `rayon::ThreadPool::install` of a pool of your own.
+/// Other points run on the calling thread.
+///
 /// # Errors
 ///
 /// As [`hvp`].

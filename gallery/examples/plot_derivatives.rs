@@ -12,7 +12,7 @@
 //! of the workspace. The copy in the book is
 //! `book/src/images/plot_derivatives.png`.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use optic_ad_gallery::{check, derivatives, draw, grid, INTERVAL, TOLERANCE};
@@ -22,8 +22,12 @@ fn run() -> Result<PathBuf, Box<dyn std::error::Error>> {
     let path = match args.next() {
         Some(p) => PathBuf::from(p),
         None => {
-            let gallery = Path::new(env!("CARGO_MANIFEST_DIR"));
-            let dir = gallery.parent().unwrap_or(gallery).join("target");
+            // Where the user looks: the target directory they chose, else
+            // the current directory (not the clone's own `target/`).
+            let dir = match std::env::var_os("CARGO_TARGET_DIR") {
+                Some(d) => PathBuf::from(d),
+                None => std::env::current_dir()?,
+            };
             std::fs::create_dir_all(&dir)?;
             dir.join("plot_derivatives.png")
         }
