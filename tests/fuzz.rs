@@ -37,6 +37,8 @@
 //! OPTIC_FUZZ_CASES=100000 cargo test --release --all-features --test fuzz -- --nocapture
 //! ```
 
+mod common;
+
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::time::Instant;
@@ -75,6 +77,8 @@ impl Reach {
     fn driver(&self) {
         self.driver.fetch_add(1, Relaxed);
     }
+    // Only the native target (feature `jit`) counts native code.
+    #[cfg_attr(not(feature = "jit"), allow(dead_code))]
     fn native(&self) {
         self.native.fetch_add(1, Relaxed);
     }
@@ -192,24 +196,53 @@ enum RecipeStep {
 }
 
 impl Recipe {
-    fn build(&self) -> Program {
-        let mut b = Builder::new();
-        let mut vals: Vec<Var> = (0..self.n_inputs).map(|_| b.input()).collect();
+    /// Runs the steps from `vals` (the inputs), `push` making each step's
+    /// value from its operands; returns every value. Operand `i` of a step
+    /// is the value `i` places back (modulo the count so far).
+    fn walk<V: Copy>(
+        &self,
+        mut vals: Vec<V>,
+        mut push: impl FnMut(&RecipeStep, &[V]) -> V,
+    ) -> Vec<V> {
         for st in &self.steps {
-            let v = match *st {
-                RecipeStep::Const(c) => b.constant(c),
-                RecipeStep::Apply(prim, param, ops) => {
-                    let args: Vec<Var> = ops[..prim.arity()]
-                        .iter()
-                        .map(|&i| vals[vals.len() - 1 - i % vals.len()])
-                        .collect();
-                    b.apply(prim, param, &args)
-                }
+            let args: Vec<V> = match *st {
+                RecipeStep::Const(_) => Vec::new(),
+                RecipeStep::Apply(prim, _, ops) => ops[..prim.arity()]
+                    .iter()
+                    .map(|&i| vals[vals.len() - 1 - i % vals.len()])
+                    .collect(),
             };
+            let v = push(st, &args);
             vals.push(v);
         }
+        vals
+    }
+
+    /// The recipe as a program of `n_inputs` inputs.
+    fn build(&self) -> Program {
+        let mut b = Builder::new();
+        let inputs: Vec<Var> = (0..self.n_inputs).map(|_| b.input()).collect();
+        let vals = self.walk(inputs, |st, args| match *st {
+            RecipeStep::Const(c) => b.constant(c),
+            RecipeStep::Apply(prim, param, _) => b.apply(prim, param, args),
+        });
         let outs: Vec<Var> = self.outputs.iter().map(|&i| vals[i % vals.len()]).collect();
         b.finish(&outs).expect("recipes are valid by construction")
+    }
+
+    /// The last value of the recipe as a function of `x` (any length; a
+    /// constant ½ stands in for an empty `x`), on any scalar.
+    fn eval<T: Real>(&self, x: &[T]) -> T {
+        let inputs = if x.is_empty() {
+            vec![T::cst(0.5)]
+        } else {
+            x.to_vec()
+        };
+        let vals = self.walk(inputs, |st, args| match *st {
+            RecipeStep::Const(c) => T::cst(c),
+            RecipeStep::Apply(prim, param, _) => T::apply(prim, param, args),
+        });
+        *vals.last().expect("nonempty")
     }
 }
 
@@ -460,41 +493,6 @@ fn fuzz_program_from_structured_values() {
     });
 }
 
-/// A random scalar function over the primitive table.
-#[derive(Clone, Debug)]
-struct RandomFn {
-    /// (primitive, parameter, operand choices); operand `i` picks among the
-    /// values so far.
-    steps: Vec<(Prim, i32, [usize; 3])>,
-}
-
-impl RandomFn {
-    fn eval<T: Real>(&self, x: &[T]) -> T {
-        let mut vals: Vec<T> = x.to_vec();
-        if vals.is_empty() {
-            vals.push(T::cst(0.5));
-        }
-        for &(prim, param, ops) in &self.steps {
-            let args: Vec<T> = ops[..prim.arity()]
-                .iter()
-                .map(|&i| vals[i % vals.len()])
-                .collect();
-            vals.push(T::apply(prim, param, &args));
-        }
-        *vals.last().expect("nonempty")
-    }
-}
-
-fn random_fn() -> impl Strategy<Value = RandomFn> {
-    let prims: Vec<Prim> = Prim::all().collect();
-    let param = prop_oneof![4 => -4i32..5, 1 => any::<i32>()];
-    prop::collection::vec(
-        (prop::sample::select(prims), param, any::<[usize; 3]>()),
-        1..8,
-    )
-    .prop_map(|steps| RandomFn { steps })
-}
-
 /// Every driver and constructor with arbitrary lengths, orders, seeds and
 /// non-finite values.
 #[test]
@@ -503,7 +501,7 @@ fn fuzz_drivers() {
     // rare, so that the long run stays within the hour.
     let order = prop_oneof![200 => 0usize..5, 1 => 5usize..24];
     let input = (
-        random_fn(),
+        recipe(),
         scalars(4),
         scalars(4),
         scalars(4),
@@ -954,9 +952,9 @@ fn fuzz_array_api() {
 #[cfg(feature = "jit")]
 #[test]
 fn fuzz_native() {
+    use common::same_bits;
     use optic_ad::array::{self, Array, TArray};
     use optic_ad::{Executable, Registers};
-    let same = |a: f64, b: f64| a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan());
     let input = (recipe(), prop::collection::vec(scalar(), 4), any::<u8>());
     fuzz("native", input, |(r, x, pick), reach| {
         let p = r.build();
@@ -972,7 +970,7 @@ fn fuzz_native() {
         match (p.eval(x), last) {
             (Ok(want), Ok(())) => {
                 for (w, o) in want.iter().zip(&out) {
-                    assert!(same(*w, *o), "native {out:?} vs interpreter {want:?}");
+                    assert!(same_bits(*w, *o), "native {out:?} vs interpreter {want:?}");
                 }
             }
             (Err(a), Err(b)) => assert_eq!(a, b),

@@ -191,7 +191,9 @@ impl TaylorProgram {
     ///
     /// The perturbation is pseudo-random with a fixed seed: the same call
     /// gives the same estimate. It costs [`ERROR_SAMPLES`] more
-    /// evaluations, and allocates nothing more.
+    /// evaluations; its two buffers (one value per instruction, and the
+    /// operands of a branching primitive) are allocated at the first call
+    /// and reused.
     ///
     /// A coefficient that is not finite gets the estimate `+∞`; so does
     /// one whose perturbed values are not finite (a singularity within
