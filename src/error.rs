@@ -175,6 +175,11 @@ pub enum Error {
         /// Input block index it depends on.
         input: usize,
     },
+    /// The code asks for something this release does not do (named in the
+    /// message, with what to do instead where there is a way), rather than
+    /// a wrong or partial answer.
+    #[error("not supported: {0}")]
+    Unsupported(&'static str),
     /// A program refers to a user-defined rule it does not carry (for
     /// example after deserialisation).
     #[error("program refers to custom rule {0}, which it does not carry")]

@@ -86,6 +86,7 @@ mod error;
 #[cfg(feature = "faer")]
 pub mod faer_interop;
 pub mod functor;
+mod loops;
 pub mod optic;
 mod program;
 mod real;
@@ -98,6 +99,7 @@ pub use drivers::{
 };
 pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
+pub use loops::fold;
 pub use program::{
     split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Staged, StagedWorkspace, Tracer,
     Var, Workspace, MAX_ARITY, MAX_RULES,

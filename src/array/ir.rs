@@ -234,9 +234,10 @@ impl ArrayOp {
 pub const MAX_ARRAY_ARITY: usize = 8;
 
 /// How an array primitive propagates Taylor coefficients (jets), the rule
-/// [`crate::array::TaylorProgram`] applies. Every operation of the table
-/// is linear, bilinear, or linear once a selection is made (a maximum); a
-/// smooth nonlinear one would add its own variant here.
+/// [`crate::array::TaylorProgram`] applies. Most operations of the table
+/// are linear, bilinear, or linear once a selection is made (a maximum);
+/// an operation that is none of these (a loop, whose body is any program)
+/// propagates jets itself ([`TaylorRule::Nonlinear`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TaylorRule {
     /// Linear in its operands jointly: coefficient `k` of the value is the
@@ -254,6 +255,10 @@ pub enum TaylorRule {
     /// their constant terms, `yₖ = op(a₀, …, lastₖ)`. A value whose last
     /// operand is a structural zero is a structural zero.
     LinearInLast,
+    /// Any other: the operation propagates jets itself, in
+    /// [`ArrayPrimitive::jet`]. Structural zeros of its operands do not
+    /// make its value one.
+    Nonlinear,
 }
 
 /// One array operation: the definition of a primitive of the array tier,
@@ -339,6 +344,31 @@ pub trait ArrayPrimitive: std::any::Any + fmt::Debug + Send + Sync {
 
     /// How Taylor coefficients pass through it.
     fn taylor(&self) -> TaylorRule;
+
+    /// The jet of the value from the jets of the operands, for an
+    /// operation whose [`ArrayPrimitive::taylor`] is
+    /// [`TaylorRule::Nonlinear`] (the others are never asked): `args[k]`
+    /// holds `degree + 1` coefficients of operand `k`, coefficient-major
+    /// (coefficient `j` at `j·len .. (j+1)·len`), and `out` receives the
+    /// value's jet in the same layout.
+    ///
+    /// # Errors
+    ///
+    /// The default returns [`Error::Unsupported`]: an operation that says
+    /// it is nonlinear must give this rule.
+    fn jet(
+        &self,
+        args: &[&[f64]],
+        shapes: &[Shape],
+        degree: usize,
+        out: &mut [f64],
+        out_shape: Shape,
+    ) -> Result<()> {
+        let _ = (args, shapes, degree, out, out_shape);
+        Err(Error::Unsupported(
+            "an array operation whose Taylor rule is Nonlinear gives no jet rule",
+        ))
+    }
 
     /// The value written in scalar arithmetic: `args[k]` are the elements
     /// of operand `k` (row-major), the result the value's elements. This
@@ -778,6 +808,11 @@ impl ArrayBuilder {
         self.push(ArrayOp::Const(data), shape)
     }
 
+    /// Whether no guard has been recorded.
+    pub(crate) fn guards_empty(&self) -> bool {
+        self.guards.is_empty()
+    }
+
     /// Records a guard on two scalars.
     pub fn guard(&mut self, a: AVar, b: AVar, ordering: Option<std::cmp::Ordering>) {
         if self.shape(a) != Shape::Scalar || self.shape(b) != Shape::Scalar {
@@ -895,6 +930,7 @@ impl ArrayBuilder {
             TaylorRule::Linear => args.iter().all(|&a| self.is_zero(a)),
             TaylorRule::Bilinear => args.iter().any(|&a| self.is_zero(a)),
             TaylorRule::LinearInLast => args.last().is_some_and(|&a| self.is_zero(a)),
+            TaylorRule::Nonlinear => false,
         };
         if zero {
             return Ok(self.zero(out));

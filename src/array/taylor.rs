@@ -26,7 +26,7 @@
 //! product of degrees `p` and `q` degree `p + q`) are never computed.
 
 use super::exec::{check_guards, prim_value};
-use super::ir::{AVar, ArrayOp, ArrayProgram, Shape, TaylorRule};
+use super::ir::{AVar, ArrayOp, ArrayProgram, Shape, TaylorRule, MAX_ARRAY_ARITY};
 use crate::error::{Error, Result};
 use crate::functor::{TaylorProgram as ScalarTaylor, MAX_TAYLOR_ORDER};
 
@@ -152,6 +152,16 @@ impl TaylorProgram {
                     TaylorRule::Bilinear => {
                         term = term.max(p.shapes[i].len());
                         args.iter().map(deg).sum::<usize>().min(degree)
+                    }
+                    // Any coefficient may be nonzero, even of constant
+                    // operands (a loop's higher coefficients are those of
+                    // its operands', but its constant term is not linear).
+                    TaylorRule::Nonlinear => {
+                        if args.iter().any(|a| deg(a) > 0) {
+                            degree
+                        } else {
+                            0
+                        }
                     }
                 },
             };
@@ -340,6 +350,18 @@ impl TaylorProgram {
                             let at = |pos: usize, a: AVar| coef(a, if pos == last { k } else { 0 });
                             prim_value(p, prim, args, at, shape, matmul_scratch, dst);
                         }
+                    }
+                    // The operation's own rule, on whole jets (zeros above
+                    // each operand's top coefficient).
+                    (TaylorRule::Nonlinear, _) => {
+                        let mut jets: [&[f64]; MAX_ARRAY_ARITY] = [&[]; MAX_ARRAY_ARITY];
+                        let mut shapes = [Shape::Scalar; MAX_ARRAY_ARITY];
+                        for (k, &a) in args.iter().enumerate().take(MAX_ARRAY_ARITY) {
+                            jets[k] = &done[a.index()];
+                            shapes[k] = p.shapes[a.index()];
+                        }
+                        let m = args.len().min(MAX_ARRAY_ARITY);
+                        prim.jet(&jets[..m], &shapes[..m], *degree, out, shape)?;
                     }
                     // A bilinear operation has two operands.
                     (TaylorRule::Bilinear, _) => return Err(Error::WorkspaceMismatch),

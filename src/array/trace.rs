@@ -28,6 +28,10 @@ struct Frame {
     lens: Vec<usize>,
     /// Set when a comparison needed values and there was no point.
     needs_point: bool,
+    /// For a loop body's frame: the values of the enclosing frame it
+    /// reads, each with the body input that stands for it, in order.
+    /// `None` for a trace's own frame (which captures nothing).
+    captures: Option<Vec<(AVar, AVar)>>,
 }
 
 thread_local! {
@@ -58,6 +62,18 @@ pub struct TScalar {
     var: AVar,
 }
 
+impl TArray {
+    fn h(&self) -> (u64, AVar) {
+        (self.trace, self.var)
+    }
+}
+
+impl TScalar {
+    fn h(&self) -> (u64, AVar) {
+        (self.trace, self.var)
+    }
+}
+
 impl std::fmt::Debug for TArray {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
@@ -74,19 +90,85 @@ impl std::fmt::Debug for TScalar {
     }
 }
 
-/// Runs `build` on the top frame's builder with the operands' values, or
-/// poisons the frame if an operand belongs to another trace. `None` if no
-/// array trace is active.
-fn with_top<R>(traces: &[u64], build: impl FnOnce(&mut ArrayBuilder) -> R) -> Option<(u64, R)> {
+/// Runs `build` on the top frame's builder with the operands' values in
+/// that builder, or poisons the frame if an operand belongs to another
+/// trace. A value of an enclosing trace seen inside a loop body's trace
+/// (a closure's capture) becomes an input of the body, once, through every
+/// body between them. `None` if no array trace is active.
+fn with_top<R>(
+    handles: &[(u64, AVar)],
+    build: impl FnOnce(&mut ArrayBuilder, &[AVar]) -> R,
+) -> Option<(u64, R)> {
     STACK.with(|s| {
         let mut stack = s.borrow_mut();
-        let top = stack.last_mut()?;
-        if let Some(&bad) = traces.iter().find(|&&t| t != top.id) {
-            top.builder.poison(crate::error::foreign_tracer(bad));
+        let top_id = stack.last()?.id;
+        let mut vars = [AVar(0); 4];
+        let mut spill = Vec::new();
+        for (k, &(trace, var)) in handles.iter().enumerate() {
+            let v = if trace == top_id {
+                var
+            } else {
+                match lift(&mut stack, trace, var) {
+                    Ok(v) => v,
+                    Err(e) => {
+                        if let Some(top) = stack.last_mut() {
+                            top.builder.poison(e);
+                        }
+                        var
+                    }
+                }
+            };
+            if k < vars.len() {
+                vars[k] = v;
+            } else {
+                spill.push(v);
+            }
         }
-        let r = build(&mut top.builder);
-        Some((top.id, r))
+        let top = stack.last_mut()?;
+        let r = if handles.len() <= vars.len() {
+            build(&mut top.builder, &vars[..handles.len()])
+        } else {
+            let mut all = vars.to_vec();
+            all.extend(spill);
+            build(&mut top.builder, &all)
+        };
+        Some((top_id, r))
     })
+}
+
+/// Value `var` of trace `trace` as a value of the top frame: through the
+/// captures of each loop body's frame above its own. An error unless
+/// `trace` is on the stack with only body frames above it, and the value
+/// is a scalar.
+fn lift(stack: &mut [Frame], trace: u64, var: AVar) -> Result<AVar> {
+    let foreign = || crate::error::foreign_tracer(trace);
+    let owner = stack
+        .iter()
+        .rposition(|f| f.id == trace)
+        .ok_or_else(foreign)?;
+    if stack[owner + 1..].iter().any(|f| f.captures.is_none()) {
+        return Err(foreign());
+    }
+    if stack[owner].builder.shape(var) != Shape::Scalar {
+        return Err(Error::Unsupported(
+            "a loop body that reads an array of the enclosing trace (pass it in the carry)",
+        ));
+    }
+    let mut v = var;
+    for frame in stack.iter_mut().skip(owner + 1) {
+        let caps = frame.captures.get_or_insert_with(Vec::new);
+        v = match caps.iter().find(|(outer, _)| *outer == v) {
+            Some(&(_, inner)) => inner,
+            None => {
+                let inner = frame.builder.input(Shape::Scalar);
+                if let Some(caps) = frame.captures.as_mut() {
+                    caps.push((v, inner));
+                }
+                inner
+            }
+        };
+    }
+    Ok(v)
 }
 
 fn poison(e: Error) {
@@ -156,14 +238,12 @@ fn map_traced(
     let Some(body) = body else {
         return array_of(None, len);
     };
-    let mut traces: Vec<u64> = args.iter().map(|a| a.trace).collect();
-    traces.extend(scalars.iter().map(|s| s.trace));
-    let vars: Vec<AVar> = args
+    let handles: Vec<(u64, AVar)> = args
         .iter()
-        .map(|a| a.var)
-        .chain(scalars.iter().map(|s| s.var))
+        .map(TArray::h)
+        .chain(scalars.iter().map(TScalar::h))
         .collect();
-    let r = with_top(&traces, |b| b.map(body, &vars)[0]);
+    let r = with_top(&handles, |b, v| b.map(body, v)[0]);
     array_of(r, len)
 }
 
@@ -215,19 +295,19 @@ impl Array for TArray {
     }
 
     fn sum(&self) -> TScalar {
-        scalar_of(with_top(&[self.trace], |b| b.sum(self.var)))
+        scalar_of(with_top(&[self.h()], |b, v| b.sum(v[0])))
     }
 
     fn cumsum(&self) -> Self {
         array_of(
-            with_top(&[self.trace], |b| b.cumsum(self.var, false)),
+            with_top(&[self.h()], |b, v| b.cumsum(v[0], false)),
             self.len,
         )
     }
 
     fn max(&self) -> Result<TScalar> {
         crate::error::check_len("max: operand (at least)", 1, self.len.min(1))?;
-        Ok(scalar_of(with_top(&[self.trace], |b| b.max(self.var))))
+        Ok(scalar_of(with_top(&[self.h()], |b, v| b.max(v[0]))))
     }
 
     fn slice(&self, start: usize, len: usize) -> Result<Self> {
@@ -242,7 +322,7 @@ impl Array for TArray {
             }
         }
         Ok(array_of(
-            with_top(&[self.trace], |b| b.slice(self.var, start, len)),
+            with_top(&[self.h()], |b, v| b.slice(v[0], start, len)),
             len,
         ))
     }
@@ -256,8 +336,8 @@ impl Array for TArray {
             });
         }
         Ok(array_of(
-            with_top(&[self.trace], |b| {
-                b.gather_bounded(self.var, idx.idx.clone(), idx.bound)
+            with_top(&[self.h()], |b, v| {
+                b.gather_bounded(v[0], idx.idx.clone(), idx.bound)
             }),
             idx.len(),
         ))
@@ -273,8 +353,8 @@ impl Array for TArray {
             });
         }
         Ok(array_of(
-            with_top(&[self.trace], |b| {
-                b.scatter_add_bounded(self.var, idx.idx.clone(), len, idx.bound)
+            with_top(&[self.h()], |b, v| {
+                b.scatter_add_bounded(v[0], idx.idx.clone(), len, idx.bound)
             }),
             len,
         ))
@@ -283,7 +363,7 @@ impl Array for TArray {
     fn matvec(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
         check_len("matvec: vector vs matrix columns", m.cols(), v.len)?;
         Ok(array_of(
-            with_top(&[v.trace], |b| b.matvec(m.clone(), v.var)),
+            with_top(&[v.h()], |b, v| b.matvec(m.clone(), v[0])),
             m.rows(),
         ))
     }
@@ -291,28 +371,28 @@ impl Array for TArray {
     fn vecmat(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
         check_len("vecmat: vector vs matrix rows", m.rows(), v.len)?;
         Ok(array_of(
-            with_top(&[v.trace], |b| b.vecmat(m.clone(), v.var)),
+            with_top(&[v.h()], |b, v| b.vecmat(m.clone(), v[0])),
             m.cols(),
         ))
     }
 
     fn fill(s: TScalar, len: usize) -> Result<Self> {
         Ok(array_of(
-            with_top(&[s.trace], |b| b.broadcast(s.var, Shape::Vector(len))),
+            with_top(&[s.h()], |b, v| b.broadcast(v[0], Shape::Vector(len))),
             len,
         ))
     }
 
     fn constant(data: &Arc<[f64]>) -> Self {
-        array_of(with_top(&[], |b| b.constant(data.clone())), data.len())
+        array_of(with_top(&[], |b, _| b.constant(data.clone())), data.len())
     }
 
     fn concat(&self, other: &Self) -> Self {
         let n = self.len + other.len;
         array_of(
-            with_top(&[self.trace, other.trace], |b| {
-                let a = b.pad(self.var, 0, n);
-                let c = b.pad(other.var, self.len, n);
+            with_top(&[self.h(), other.h()], |b, v| {
+                let a = b.pad(v[0], 0, n);
+                let c = b.pad(v[1], self.len, n);
                 b.add(a, c)
             }),
             n,
@@ -327,9 +407,9 @@ impl Array for TArray {
     fn matmul_flat(&self, b: &Self, d: MatMulDims) -> Result<Self> {
         let (m, _, n) = d.check(self.len, b.len)?;
         Ok(array_of(
-            with_top(&[self.trace, b.trace], |bl| {
-                let x = bl.reshape(self.var, Shape::Matrix(d.a_rows, d.a_cols));
-                let y = bl.reshape(b.var, Shape::Matrix(d.b_rows, d.b_cols));
+            with_top(&[self.h(), b.h()], |bl, v| {
+                let x = bl.reshape(v[0], Shape::Matrix(d.a_rows, d.a_cols));
+                let y = bl.reshape(v[1], Shape::Matrix(d.b_rows, d.b_cols));
                 let c = bl.matmul(x, y, d.transpose_a, d.transpose_b);
                 bl.reshape(c, Shape::Vector(m * n))
             }),
@@ -340,8 +420,8 @@ impl Array for TArray {
     fn transpose_flat(&self, rows: usize, cols: usize) -> Result<Self> {
         check_len("transpose: rows × cols", matrix_len(rows, cols)?, self.len)?;
         Ok(array_of(
-            with_top(&[self.trace], |b| {
-                let x = b.reshape(self.var, Shape::Matrix(rows, cols));
+            with_top(&[self.h()], |b, v| {
+                let x = b.reshape(v[0], Shape::Matrix(rows, cols));
                 let t = b.transpose(x);
                 b.reshape(t, Shape::Vector(self.len))
             }),
@@ -353,8 +433,8 @@ impl Array for TArray {
         check_len("sum_axis: rows × cols", matrix_len(rows, cols)?, self.len)?;
         let n = axis_len(axis, rows, cols, "sum_axis: axis")?;
         Ok(array_of(
-            with_top(&[self.trace], |b| {
-                let x = b.reshape(self.var, Shape::Matrix(rows, cols));
+            with_top(&[self.h()], |b, v| {
+                let x = b.reshape(v[0], Shape::Matrix(rows, cols));
                 b.sum_axis(x, axis)
             }),
             n,
@@ -366,8 +446,8 @@ impl Array for TArray {
         check_len("broadcast_axis: vector vs matrix", n, self.len)?;
         let len = matrix_len(rows, cols)?;
         Ok(array_of(
-            with_top(&[self.trace], |b| {
-                let x = b.broadcast_axis(self.var, axis, rows, cols);
+            with_top(&[self.h()], |b, v| {
+                let x = b.broadcast_axis(v[0], axis, rows, cols);
                 b.reshape(x, Shape::Vector(len))
             }),
             len,
@@ -411,18 +491,17 @@ fn primal_of(t: TScalar) -> f64 {
 }
 
 fn constant(c: f64) -> TScalar {
-    scalar_of(with_top(&[], |b| b.fill(c, Shape::Scalar)))
+    scalar_of(with_top(&[], |b, _| b.fill(c, Shape::Scalar)))
 }
 
 fn apply_scalar(x: &[TScalar], body: Arc<Program>) -> TScalar {
-    let traces: Vec<u64> = x.iter().map(|s| s.trace).collect();
-    let vars: Vec<AVar> = x.iter().map(|s| s.var).collect();
-    scalar_of(with_top(&traces, |b| b.map(body, &vars)[0]))
+    let handles: Vec<(u64, AVar)> = x.iter().map(TScalar::h).collect();
+    scalar_of(with_top(&handles, |b, v| b.map(body, v)[0]))
 }
 
 fn compare(a: TScalar, b: TScalar) -> Option<Ordering> {
     let ord = primal_of(a).partial_cmp(&primal_of(b));
-    with_top(&[a.trace, b.trace], |bl| bl.guard(a.var, b.var, ord));
+    with_top(&[a.h(), b.h()], |bl, v| bl.guard(v[0], v[1], ord));
     ord
 }
 
@@ -432,6 +511,13 @@ impl private::Internal for TScalar {
     }
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
         apply_scalar(x, prim_body(prim, param))
+    }
+    fn fold_traced(
+        steps: usize,
+        init: &[Self],
+        body: &dyn Fn(&[Self]) -> Vec<Self>,
+    ) -> Option<Result<Vec<Self>>> {
+        Some(trace_fold(steps, init, body))
     }
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
         let mut b = Builder::new();
@@ -445,6 +531,86 @@ impl private::Internal for TScalar {
             }
         }
     }
+}
+
+/// [`crate::fold`] on the array trace: the body traced once, on fresh
+/// scalars of a frame of its own (what it reads of the enclosing trace
+/// becomes its constants), unrolled to a scalar program and recorded as
+/// one [`Scan`](super::prims::Scan) instruction.
+fn trace_fold(
+    steps: usize,
+    init: &[TScalar],
+    body: &dyn Fn(&[TScalar]) -> Vec<TScalar>,
+) -> Result<Vec<TScalar>> {
+    let k = init.len();
+    if k == 0 {
+        return Ok(Vec::new());
+    }
+    if STACK.with(|s| s.borrow().is_empty()) {
+        return Err(Error::TracerWithoutTrace);
+    }
+    let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
+    let mut builder = ArrayBuilder::new();
+    let carry: Vec<TScalar> = (0..k)
+        .map(|_| TScalar {
+            trace: id,
+            var: builder.input(Shape::Scalar),
+        })
+        .collect();
+    STACK.with(|s| {
+        s.borrow_mut().push(Frame {
+            id,
+            builder,
+            point: None,
+            lens: Vec::new(),
+            needs_point: false,
+            captures: Some(Vec::new()),
+        })
+    });
+    let guard = FrameGuard(id);
+    let out = body(&carry);
+    // The outputs as values of the body's frame (one may be a capture).
+    let handles: Vec<(u64, AVar)> = out.iter().map(TScalar::h).collect();
+    let outs = with_top(&handles, |_, v| v.to_vec()).map(|(_, v)| v);
+    let frame = STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let pos = stack.iter().rposition(|fr| fr.id == id)?;
+        Some(stack.remove(pos))
+    });
+    drop(guard);
+    let (Some(frame), Some(outs)) = (frame, outs) else {
+        return Err(Error::ForeignTracer { trace: id });
+    };
+    crate::error::check_len("fold: body outputs vs carry", k, outs.len())?;
+    if frame.needs_point || !frame.builder.guards_empty() {
+        return Err(Error::Unsupported(
+            "a comparison inside a loop body on the array trace (compute the branch \
+             without comparing, or use the scalar trace, which unrolls the loop)",
+        ));
+    }
+    let captures = frame.captures.unwrap_or_default();
+    let scalar_body = frame.builder.finish(&outs)?.unroll()?;
+    let scan = super::prims::Scan::new(scalar_body, steps, k, 0, captures.len(), false)?;
+    let top = STACK.with(|s| s.borrow().last().map(|f| f.id));
+    let top = top.ok_or(Error::TracerWithoutTrace)?;
+    let mut handles: Vec<(u64, AVar)> = init.iter().map(TScalar::h).collect();
+    handles.extend(captures.iter().map(|&(outer, _)| (top, outer)));
+    let r = with_top(&handles, |b, v| {
+        let init = b.concat(&v[..k]);
+        let mut args = vec![init];
+        if v.len() > k {
+            args.push(b.concat(&v[k..]));
+        }
+        let r = b.scan(scan, &args);
+        (0..k)
+            .map(|j| {
+                let e = b.slice(r, j, 1);
+                b.sum(e)
+            })
+            .collect::<Vec<AVar>>()
+    });
+    let (trace, vars) = r.ok_or(Error::TracerWithoutTrace)?;
+    Ok(vars.into_iter().map(|var| TScalar { trace, var }).collect())
 }
 
 impl Real for TScalar {
@@ -621,6 +787,7 @@ fn trace_pass<O: ArrayOutput>(
             point: keep_point.then(|| x.iter().map(|v| v.to_vec()).collect()),
             lens: x.iter().map(|v| v.len()).collect(),
             needs_point: false,
+            captures: None,
         })
     });
     let guard = FrameGuard(id);

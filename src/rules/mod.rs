@@ -56,6 +56,18 @@ pub(crate) mod private {
         fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self;
         /// Applies a user rule (`x.len() == rule.arity()`; NaN otherwise).
         fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self;
+        /// Records `steps` applications of `body` to the carry `init` as
+        /// one loop instruction, for a number type that traces loops (the
+        /// array trace's scalar); `None` for the others, on which
+        /// [`crate::fold`] runs the loop itself.
+        fn fold_traced(
+            steps: usize,
+            init: &[Self],
+            body: &dyn Fn(&[Self]) -> Vec<Self>,
+        ) -> Option<crate::error::Result<Vec<Self>>> {
+            let _ = (steps, init, body);
+            None
+        }
     }
 }
 

@@ -1,4 +1,5 @@
-//! Layout: repeating a scalar or a vector, reshaping and transposing.
+//! Layout: repeating a scalar or a vector, joining scalars and vectors
+//! into one vector, reshaping and transposing.
 
 use super::{matrix_dims, only, operands, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayOp, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
@@ -309,6 +310,115 @@ impl ArrayPrimitive for Transpose {
     }
 }
 
+/// Scalars and vectors joined end to end into one vector (NumPy's
+/// `concatenate` of one-dimensional arrays, a scalar counting as one
+/// element). Its transpose takes the pieces back: the pullback slices the
+/// cotangent (and sums a scalar's one element).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Concat;
+
+/// The length of a piece of a [`Concat`] (a scalar is one element).
+fn piece_len(s: Shape) -> Result<usize> {
+    match s {
+        Shape::Scalar => Ok(1),
+        Shape::Vector(n) => Ok(n),
+        s => Err(Error::ShapeMismatch {
+            what: "concat: operand (a scalar or a vector)",
+            expected: Shape::Vector(0),
+            got: s,
+        }),
+    }
+}
+
+impl ArrayPrimitive for Concat {
+    fn name(&self) -> &'static str {
+        "concat"
+    }
+
+    fn shape(&self, args: &[Shape]) -> Result<Shape> {
+        if args.is_empty() {
+            return Err(Error::LengthMismatch {
+                what: "concat: operands (at least one)",
+                expected: 1,
+                got: 0,
+            });
+        }
+        let mut n = 0;
+        for &a in args {
+            n += piece_len(a)?;
+        }
+        Ok(Shape::Vector(n))
+    }
+
+    // The operands and the shape are part of every key.
+    fn key(&self, _: &mut Vec<u64>) {}
+
+    fn print(&self, args: &[String], _: Shape) -> String {
+        format!("concat {}", args.join(", "))
+    }
+
+    fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
+        let mut at = 0;
+        for a in args {
+            if let Some(dst) = out.get_mut(at..at + a.len()) {
+                dst.copy_from_slice(a);
+            }
+            at += a.len();
+        }
+    }
+
+    fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
+        let mut at = 0;
+        args.iter()
+            .map(|&a| {
+                let s = b.shape(a);
+                let l = s.len();
+                let piece = b.slice(ct, at, l);
+                at += l;
+                Some(if s == Shape::Scalar {
+                    b.sum(piece)
+                } else {
+                    piece
+                })
+            })
+            .collect()
+    }
+
+    fn pushforward(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        tangents: &[Option<AVar>],
+        _: Shape,
+    ) -> Option<AVar> {
+        if tangents.iter().all(Option::is_none) {
+            return None;
+        }
+        let ts: Vec<AVar> = args
+            .iter()
+            .zip(tangents)
+            .map(|(&a, t)| t.unwrap_or_else(|| b.zero(b.shape(a))))
+            .collect();
+        Some(b.concat(&ts))
+    }
+
+    fn taylor(&self) -> TaylorRule {
+        TaylorRule::Linear
+    }
+
+    fn unroll(&self, _: &mut Builder, args: &[&[Var]], _: &[Shape], _: Shape) -> Vec<Var> {
+        args.concat()
+    }
+
+    fn simplify(&self, b: &mut ArrayBuilder, args: &[AVar], _: Shape) -> Option<AVar> {
+        // One vector is itself (a scalar alone still becomes a vector).
+        match args {
+            &[a] if matches!(b.shape(a), Shape::Vector(_)) => Some(a),
+            _ => None,
+        }
+    }
+}
+
 impl ArrayBuilder {
     /// A scalar repeated to `shape` ([`Broadcast`]).
     pub fn broadcast(&mut self, s: AVar, shape: Shape) -> AVar {
@@ -327,6 +437,18 @@ impl ArrayBuilder {
     /// as another matrix ([`Reshape`]).
     pub fn reshape(&mut self, a: AVar, shape: Shape) -> AVar {
         self.apply(Reshape { shape }, &[a])
+    }
+
+    /// Scalars and vectors `parts` joined into one vector ([`Concat`]);
+    /// more than [`crate::array::MAX_ARRAY_ARITY`] parts are joined in
+    /// groups.
+    pub fn concat(&mut self, parts: &[AVar]) -> AVar {
+        let m = crate::array::ir::MAX_ARRAY_ARITY;
+        if parts.len() <= m {
+            return self.apply(Concat, parts);
+        }
+        let groups: Vec<AVar> = parts.chunks(m).map(|c| self.apply(Concat, c)).collect();
+        self.concat(&groups)
     }
 
     /// `aᵀ` for a matrix `a` ([`Transpose`]).
@@ -361,4 +483,8 @@ pub(super) fn examples(n: usize, all: &mut Vec<(ArrayPrim, Vec<Shape>)>) {
         vec![Shape::Vector(2 * n)],
     ));
     all.push((ArrayPrim::new(Transpose), vec![Shape::Matrix(3, n)]));
+    all.push((
+        ArrayPrim::new(Concat),
+        vec![Shape::Vector(n), Shape::Scalar, Shape::Vector(2)],
+    ));
 }

@@ -3,9 +3,11 @@
 //! scalar table is:
 //!
 //! * `reduce`: `sum`, `sum_axis`, `cumsum`;
-//! * `layout`: `broadcast`, `broadcast_axis`, `reshape`, `transpose`;
+//! * `layout`: `broadcast`, `broadcast_axis`, `concat`, `reshape`,
+//!   `transpose`;
 //! * `index`: `slice`, `pad`, `gather`, `scatter_add`;
-//! * `linalg`: `matvec`, `vecmat`, `matmul`.
+//! * `linalg`: `matvec`, `vecmat`, `matmul`;
+//! * `loops`: `scan` (and so `fold`), which carries a body program.
 //!
 //! Each family file also holds the [`ArrayBuilder`](super::ArrayBuilder) methods that build its
 //! operations, and a list of example instances that the tests walk
@@ -15,12 +17,14 @@
 mod index;
 mod layout;
 mod linalg;
+mod loops;
 mod reduce;
 
 // Globs, so that an operation added to a family file needs no line here.
 pub use index::*;
 pub use layout::*;
 pub use linalg::*;
+pub use loops::*;
 pub use reduce::*;
 
 use super::ir::{ArrayPrim, Shape};
@@ -38,6 +42,7 @@ pub fn examples(n: usize) -> Vec<(ArrayPrim, Vec<Shape>)> {
     layout::examples(n.max(2), &mut all);
     index::examples(n.max(2), &mut all);
     linalg::examples(n.max(2), &mut all);
+    loops::examples(n.max(2), &mut all);
     all
 }
 
