@@ -11,10 +11,12 @@ use std::hint::black_box;
 
 use criterion::{criterion_group, criterion_main, Criterion};
 use num_dual::{Dual3_64, Dual64, HyperDual64};
+use optic_ad::array::TArray;
 use optic_ad::functor::nested_derivatives;
 use optic_ad::{trace, Derivatives, Gradient, Hvp, Real, Tracer, Workspace};
 use typenum::U3;
 
+mod lotka_volterra;
 #[path = "../examples/minimal_surface.rs"]
 #[allow(dead_code)]
 mod minimal_surface;
@@ -1015,9 +1017,92 @@ fn bench_build(c: &mut Criterion) {
     g.finish();
 }
 
+/// Loops: the Lotka–Volterra RK4 loss through `fold` (one loop
+/// instruction on the array trace), gradient and HVP against the plain
+/// f64 loop and num-dual through it, at N = 10³ … 10⁵ steps; building the
+/// drivers, whose cost does not depend on N; and, at N = 10³, the scalar
+/// trace, which unrolls the loop.
+fn bench_loops(c: &mut Criterion) {
+    use lotka_volterra::{loss, loss_array, P0, V};
+    use optic_ad::array;
+    let mut g = c.benchmark_group("loops_lotka_volterra");
+    g.sample_size(10);
+    for n in [1_000usize, 10_000, 100_000] {
+        let f = move |p: &TArray| loss_array(p, n);
+        let mut grad = array::Gradient::new(f, &P0).unwrap();
+        let mut out = vec![0.0; 6];
+        grad.eval(&P0, &mut out).unwrap();
+        let mut h = array::Hvp::new(f, &P0).unwrap();
+        let mut hv = vec![0.0; 6];
+        h.linearize(&P0).unwrap();
+        h.apply(&V, &mut hv).unwrap();
+        let mut hv_one = vec![0.0; 6];
+        h.eval(&P0, &V, &mut hv_one).unwrap();
+        // Cross-checks against num-dual through the plain loop.
+        let (mut gd, mut hd, mut buf, mut hbuf) =
+            (vec![0.0; 6], vec![0.0; 6], Vec::new(), Vec::new());
+        num_dual_gradient(|x| loss(x, n).unwrap(), &P0, &mut gd, &mut buf);
+        num_dual_hvp(|x| loss(x, n).unwrap(), &P0, &V, &mut hd, &mut hbuf);
+        assert!(close(&out, &gd) && close(&hv, &hd) && close(&hv_one, &hd));
+        g.bench_function(format!("n={n}/f64 f"), |b| {
+            b.iter(|| loss::<f64>(black_box(&P0), n).unwrap())
+        });
+        g.bench_function(format!("n={n}/gradient"), |b| {
+            b.iter(|| grad.eval(black_box(&P0), &mut out).unwrap())
+        });
+        g.bench_function(format!("n={n}/hvp (linearize + apply)"), |b| {
+            b.iter(|| {
+                h.linearize(black_box(&P0)).unwrap();
+                h.apply(black_box(&V), &mut hv).unwrap()
+            })
+        });
+        g.bench_function(format!("n={n}/hvp (apply)"), |b| {
+            b.iter(|| h.apply(black_box(&V), &mut hv).unwrap())
+        });
+        g.bench_function(format!("n={n}/hvp (one pass)"), |b| {
+            b.iter(|| h.eval(black_box(&P0), black_box(&V), &mut hv).unwrap())
+        });
+        g.bench_function(format!("n={n}/build Gradient"), |b| {
+            b.iter(|| array::Gradient::new(f, black_box(&P0)).unwrap())
+        });
+        g.bench_function(format!("n={n}/build Hvp"), |b| {
+            b.iter(|| array::Hvp::new(f, black_box(&P0)).unwrap())
+        });
+        g.bench_function(format!("n={n}/num-dual gradient"), |b| {
+            b.iter(|| num_dual_gradient(|x| loss(x, n).unwrap(), black_box(&P0), &mut gd, &mut buf))
+        });
+        g.bench_function(format!("n={n}/num-dual hvp"), |b| {
+            b.iter(|| {
+                num_dual_hvp(
+                    |x| loss(x, n).unwrap(),
+                    black_box(&P0),
+                    black_box(&V),
+                    &mut hd,
+                    &mut hbuf,
+                )
+            })
+        });
+        if n == 1_000 {
+            let unrolled = |p: &[Tracer]| loss(p, n);
+            let mut sg = Gradient::new(unrolled, &P0).unwrap();
+            let mut so = vec![0.0; 6];
+            sg.eval(&P0, &mut so).unwrap();
+            assert!(close(&so, &gd));
+            g.bench_function(format!("n={n}/scalar trace (unrolled) gradient"), |b| {
+                b.iter(|| sg.eval(black_box(&P0), &mut so).unwrap())
+            });
+            g.bench_function(
+                format!("n={n}/scalar trace (unrolled) build Gradient"),
+                |b| b.iter(|| Gradient::new(unrolled, black_box(&P0)).unwrap()),
+            );
+        }
+    }
+    g.finish();
+}
+
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_build, bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic, bench_arrays_minimal_surface, bench_arrays_mlp
+    targets = bench_build, bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic, bench_arrays_minimal_surface, bench_arrays_mlp, bench_loops
 }
 criterion_main!(benches);

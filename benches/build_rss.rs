@@ -9,7 +9,13 @@
 //! whole peak resident set (the issue's "peak RSS at n = 10⁶"), with the
 //! part that was there before the build (binary, the caller's `x`, `v`).
 //!
+//! `loop-gradient` and `loop-hvp` build `array::Gradient` or `array::Hvp`
+//! on the Lotka–Volterra RK4 loss of `n` steps (one loop instruction,
+//! `benches/lotka_volterra.rs`), evaluate three times and print the
+//! process's whole peak resident set.
+//!
 //! ```text
+//! cargo run --release -p optic-ad-bench --example build_rss -- loop-gradient 1000000
 //! cargo run --release -p optic-ad-bench --example build_rss -- hvp 1000000
 //! cargo run --release -p optic-ad-bench --example build_rss -- gradient 100000
 //! cargo run --release -p optic-ad-bench --example build_rss -- array-hvp 1000000
@@ -20,6 +26,7 @@ use std::time::Instant;
 use optic_ad::array;
 use optic_ad::{Gradient, Hvp, Real};
 
+mod lotka_volterra;
 mod rosenbrock;
 
 use rosenbrock::rosenbrock_array;
@@ -70,10 +77,47 @@ fn status_kb(field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// The array drivers on the loop problem of `n` steps: three evaluations,
+/// then the process's peak resident set.
+fn loop_driver(what: &str, n: usize) {
+    use lotka_volterra::{loss_array, P0, V};
+    let f = move |p: &array::TArray| loss_array(p, n);
+    let t = Instant::now();
+    let mut out = [0.0; 6];
+    if what == "loop-gradient" {
+        let mut g = array::Gradient::new(f, &P0).unwrap();
+        print!(
+            "{what} n={n}: built in {:.1} µs",
+            t.elapsed().as_secs_f64() * 1e6
+        );
+        for _ in 0..3 {
+            g.eval(&P0, &mut out).unwrap();
+        }
+    } else {
+        let mut h = array::Hvp::new(f, &P0).unwrap();
+        print!(
+            "{what} n={n}: built in {:.1} µs",
+            t.elapsed().as_secs_f64() * 1e6
+        );
+        for _ in 0..3 {
+            h.linearize(&P0).unwrap();
+            h.apply(&V, &mut out).unwrap();
+        }
+    }
+    match status_kb("VmHWM:") {
+        Some(a) => println!("; peak RSS after 3 evaluations {:.1} MB", a as f64 / 1024.0),
+        None => println!("; peak RSS unavailable (no /proc/self/status)"),
+    }
+}
+
 fn main() {
     let mut args = std::env::args().skip(1);
     let what = args.next().unwrap_or_else(|| "hvp".into());
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
+    if what.starts_with("loop-") {
+        loop_driver(&what, n);
+        return;
+    }
     let x: Vec<f64> = (0..n)
         .map(|i| 0.5 + 0.4 * ((i as f64) * 0.7).sin())
         .collect();
@@ -91,7 +135,9 @@ fn main() {
             l.len() + r.len()
         }
         other => {
-            eprintln!("unknown driver {other:?}: use gradient, hvp or array-hvp");
+            eprintln!(
+                "unknown driver {other:?}: use gradient, hvp, array-hvp, loop-gradient or loop-hvp"
+            );
             std::process::exit(2);
         }
     };

@@ -31,6 +31,9 @@ mod drivers {}
 #[doc = include_str!("../book/src/arrays.md")]
 mod arrays {}
 
+#[doc = include_str!("../book/src/loops.md")]
+mod loops {}
+
 // Its blocks use faer: tested with `--features faer` (or `--all-features`,
 // the README's test command).
 #[cfg(feature = "faer")]

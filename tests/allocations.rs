@@ -181,3 +181,41 @@ fn array_drivers_do_not_allocate() {
     });
     assert_eq!(info.count_total, 0);
 }
+
+/// Loops: a Runge–Kutta `fold` (one loop instruction on the array trace,
+/// with a capture), through every array driver.
+fn loop_model<A: optic_ad::array::Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+    let (a, b) = (x.get(0)?, x.get(1)?);
+    let [u, v] = optic_ad::fold(50, [a, b], |[u, v]: [A::Scalar; 2]| {
+        let du = u * 0.5 - u * v * a * 0.01;
+        let dv = u * v * 0.01 - v * 0.3;
+        [u + du * 0.02, v + dv * 0.02]
+    })?;
+    Ok(u * v + x.sum())
+}
+
+#[test]
+fn loop_drivers_do_not_allocate() {
+    use optic_ad::array;
+    let x = [1.3, 0.7, 0.2];
+    let mut g = array::Gradient::new(loop_model, &x).unwrap();
+    let mut h = array::Hvp::new(loop_model, &x).unwrap();
+    let mut d = array::Directional::new(loop_model, &x, 4).unwrap();
+    let (mut grad, mut hv, mut dk) = ([0.0; 3], [0.0; 3], [0.0; 5]);
+    g.eval(&x, &mut grad).unwrap();
+    d.eval(&x, &[1.0, 0.0, 0.0], &mut dk).unwrap();
+    h.linearize(&x).unwrap();
+    h.apply(&[1.0, 0.0, 0.0], &mut hv).unwrap();
+    h.eval(&x, &[1.0, 0.0, 0.0], &mut hv).unwrap();
+    let info = measure(|| {
+        for k in 0..10 {
+            let y = [1.0 + 0.1 * k as f64, 0.7, 0.2];
+            g.eval(&y, &mut grad).unwrap();
+            h.linearize(&y).unwrap();
+            h.apply(&[1.0, 0.5, k as f64], &mut hv).unwrap();
+            h.eval(&y, &[0.5, 0.5, k as f64], &mut hv).unwrap();
+            d.eval(&y, &[0.5, 0.5, k as f64], &mut dk).unwrap();
+        }
+    });
+    assert_eq!(info.count_total, 0);
+}

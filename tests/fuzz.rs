@@ -707,6 +707,15 @@ enum ArrayStep {
     /// `Mat::matvec`, `Mat::vecmat`, `Mat::outer`, `row` and `get` on the
     /// current value as a `rows × cols` matrix.
     MatVecTraced(usize, usize, usize),
+    /// A `fold` of this many steps (taken modulo 40) on a carry of two
+    /// scalars, its body applying a unary primitive and reading the
+    /// running scalar of the enclosing function (a capture).
+    Fold(usize, Prim, i32),
+}
+
+/// The unary primitives.
+fn unary_for_fold() -> Vec<Prim> {
+    Prim::all().filter(|p| p.arity() == 1).collect()
 }
 
 fn array_step() -> impl Strategy<Value = ArrayStep> {
@@ -734,6 +743,12 @@ fn array_step() -> impl Strategy<Value = ArrayStep> {
         (0usize..5, 0usize..5, 0usize..3).prop_map(|(r, c, a)| ArrayStep::SumAxis(r, c, a)),
         (0usize..5, 0usize..5, 0usize..3).prop_map(|(r, c, a)| ArrayStep::BroadcastAxis(r, c, a)),
         (0usize..5, 0usize..5, 0usize..4).prop_map(|(r, c, i)| ArrayStep::MatVecTraced(r, c, i)),
+        (
+            any::<usize>(),
+            prop::sample::select(unary_for_fold()),
+            -3i32..4
+        )
+            .prop_map(|(n, p, k)| ArrayStep::Fold(n, p, k)),
     ]
 }
 
@@ -843,6 +858,15 @@ fn run_array_steps<A: optic_ad::array::Array>(
                 s += a.get(*i, *i)?;
                 let y = a.matvec(&a.row(*i)?)?;
                 Mat::outer(&a.vecmat(&y)?, &y)?.into_data()
+            }
+            ArrayStep::Fold(n, p, k) => {
+                let captured = s;
+                let [a, b] = optic_ad::fold(n % 40, [s, cur.sum()], |[a, b]: [A::Scalar; 2]| {
+                    let t = <A::Scalar as Real>::apply(*p, *k, &[a]);
+                    [t * 0.5 + b * 0.25, b * 0.9 + a * captured * 0.01]
+                })?;
+                s += a * b;
+                cur
             }
             ArrayStep::Compare => {
                 if cur.sum() > s {

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram};
 use super::trace::{trace, TArray, TScalar};
-use super::transform::{forward, linear_split, reverse_joint};
+use super::transform::{forward, forward_with, linear_split, reverse_joint};
 use crate::error::{check_len, Error, Result};
 
 /// Traces `f` at `x` (one vector input, one scalar output).
@@ -398,7 +398,9 @@ impl HvpParts {
         let p = trace_scalar(f, x)?;
         let gradient = gradient_program(&p)?;
         // forward(g): [x, ẋ] ↦ [f, ∇f, ḟ, H ẋ].
-        let program = forward(&gradient)?.specialize(&[None, None], &[0, 1, 3])?;
+        // Values computed apart from tangents: `linearize` reads them
+        // without a direction.
+        let program = forward_with(&gradient, false)?.specialize(&[None, None], &[0, 1, 3])?;
         let program = hoist_residuals(&program)?;
         let n_ops = program.ops.len();
         let tangent = tangent_mask(&program);

@@ -331,6 +331,32 @@ pub trait ArrayPrimitive: std::any::Any + fmt::Debug + Send + Sync {
     /// where there is none).
     fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>>;
 
+    /// ∂⃖ of the operation as an optic ⟨left | right⟩ with a residual, for
+    /// an operation whose pullback is cheaper from something its value
+    /// computes on the way (a loop's carries): emits the value and that
+    /// residual, `Some((value, residual))`. [`crate::array::reverse_joint`]
+    /// then calls [`ArrayPrimitive::right`] with the residual instead of
+    /// [`ArrayPrimitive::pullback`]. The default, `None`, keeps nothing:
+    /// the pullback recomputes what it needs from the operands.
+    fn left(&self, b: &mut ArrayBuilder, args: &[AVar]) -> Option<(AVar, AVar)> {
+        let _ = (b, args);
+        None
+    }
+
+    /// The pullback from the residual that [`ArrayPrimitive::left`] kept.
+    /// Only called for an operation whose `left` returned one; the default
+    /// is the pullback.
+    fn right(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        residual: AVar,
+        ct: AVar,
+    ) -> Vec<Option<AVar>> {
+        let _ = residual;
+        self.pullback(b, args, ct)
+    }
+
     /// The pushforward: given the operands (`args`, in `b`) and their
     /// tangents (`None` for a structural zero), the value's tangent
     /// (`None` if it is a structural zero). `out` is the value's shape.
@@ -341,6 +367,23 @@ pub trait ArrayPrimitive: std::any::Any + fmt::Debug + Send + Sync {
         tangents: &[Option<AVar>],
         out: Shape,
     ) -> Option<AVar>;
+
+    /// The value and its tangent together, `Some((value, tangent))`, for
+    /// an operation whose pushforward computes the value on the way (a
+    /// loop carries the tangent beside the carry): [`crate::array::forward`]
+    /// then emits this instead of the value and
+    /// [`ArrayPrimitive::pushforward`], so the value is computed once. The
+    /// default, `None`, keeps them apart.
+    fn jvp(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        tangents: &[Option<AVar>],
+        out: Shape,
+    ) -> Option<(AVar, AVar)> {
+        let _ = (b, args, tangents, out);
+        None
+    }
 
     /// How Taylor coefficients pass through it.
     fn taylor(&self) -> TaylorRule;
@@ -598,7 +641,20 @@ impl ArrayProgram {
         &self,
         b: &mut ArrayBuilder,
         inputs: &[AVar],
+        emit: impl FnMut(&mut ArrayBuilder, usize, &Arc<Program>, &[AVar]) -> Vec<AVar>,
+    ) -> Vec<AVar> {
+        self.inline_with_prims(b, inputs, emit, |_, _, _, _| None)
+    }
+
+    /// [`ArrayProgram::inline_with`] where `prim(builder, index, operation,
+    /// mapped arguments)` may emit an operation of the table itself
+    /// (`Some(value)`); `None` copies it.
+    pub(crate) fn inline_with_prims(
+        &self,
+        b: &mut ArrayBuilder,
+        inputs: &[AVar],
         mut emit: impl FnMut(&mut ArrayBuilder, usize, &Arc<Program>, &[AVar]) -> Vec<AVar>,
+        mut prim: impl FnMut(&mut ArrayBuilder, usize, &ArrayPrim, &[AVar]) -> Option<AVar>,
     ) -> Vec<AVar> {
         if let Some(e) = &self.defect {
             b.poison(e.clone());
@@ -618,6 +674,14 @@ impl ArrayProgram {
                     }
                     i += n_out;
                     continue;
+                }
+                ArrayOp::Prim { prim: p, args } => {
+                    let args: Operands = args.iter().map(m).collect();
+                    let v = match prim(b, i, p, &args) {
+                        Some(v) => v,
+                        None => b.copy_op(&self.ops[i], self.shapes[i], &self.shapes, &map),
+                    };
+                    map.push(v);
                 }
                 op => {
                     let shape = self.shapes[i];

@@ -125,9 +125,21 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
     let mut cache = BodyCache::default();
     let mut b = ArrayBuilder::new();
     let xs: Vec<AVar> = p.input_shapes.iter().map(|&s| b.input(s)).collect();
-    let map = p.inline_into(&mut b, &xs);
-    let ybar: Vec<AVar> = p.output_shapes().into_iter().map(|s| b.input(s)).collect();
+    // The primal, each operation that keeps a residual for its pullback
+    // through its `left`.
     let n = p.ops.len();
+    let mut residual: Vec<Option<AVar>> = vec![None; n];
+    let map = p.inline_with_prims(
+        &mut b,
+        &xs,
+        |b, _, body, args| b.map(body.clone(), args),
+        |b, i, prim, args| {
+            let (v, r) = prim.left(b, args)?;
+            residual[i] = Some(r);
+            Some(v)
+        },
+    );
+    let ybar: Vec<AVar> = p.output_shapes().into_iter().map(|s| b.input(s)).collect();
     let mut adj: Vec<Option<AVar>> = vec![None; n];
     fn acc(b: &mut ArrayBuilder, slot: &mut Option<AVar>, c: AVar) {
         *slot = Some(match *slot {
@@ -174,7 +186,10 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
             ArrayOp::Prim { prim, args } => {
                 let Some(ct) = adj[i] else { continue };
                 let margs: Operands = args.iter().map(|&a| m(a)).collect();
-                let contribs = prim.pullback(&mut b, &margs, ct);
+                let contribs = match residual[i] {
+                    Some(r) => prim.right(&mut b, &margs, r, ct),
+                    None => prim.pullback(&mut b, &margs, ct),
+                };
                 for (&a, c) in args.iter().zip(contribs) {
                     if let Some(c) = c.filter(|&c| !b.is_zero(c)) {
                         acc(&mut b, &mut adj[a.index()], c);
@@ -218,49 +233,82 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
 /// assert_eq!(out[1], vec![15.0]);
 /// ```
 pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
+    forward_with(p, true)
+}
+
+/// [`forward`]; with `joint`, an operation that computes its value and
+/// its tangent together ([`ArrayPrimitive::jvp`](super::ArrayPrimitive::jvp), a loop) does so wherever it
+/// has a tangent, so the value is not computed twice. Without, every
+/// value is computed as in `p`, apart from the tangents, which is what a
+/// staged program needs (its values must not depend on the direction).
+pub(crate) fn forward_with(p: &ArrayProgram, joint: bool) -> Result<ArrayProgram> {
     let mut cache = BodyCache::default();
     let mut b = ArrayBuilder::new();
     let xs: Vec<AVar> = p.input_shapes.iter().map(|&s| b.input(s)).collect();
     let xdots: Vec<AVar> = p.input_shapes.iter().map(|&s| b.input(s)).collect();
-    let map = p.inline_into(&mut b, &xs);
+    if let Some(e) = &p.defect {
+        b.poison(e.clone());
+    }
     let n = p.ops.len();
+    // Values and tangents in one sweep, in program order.
+    let mut map: Vec<AVar> = Vec::with_capacity(n);
     let mut tangent: Vec<Option<AVar>> = vec![None; n];
     let mut i = 0;
     while i < n {
-        let m = |v: AVar| map[v.index()];
-        let t = |v: &AVar| tangent[v.index()];
         let shape = p.shapes[i];
         let new = match &p.ops[i] {
-            ArrayOp::Input(k) => Some(xdots[*k as usize]),
-            ArrayOp::Fill(_) | ArrayOp::Const(_) | ArrayOp::MapOut(_) => None,
+            ArrayOp::Input(k) => {
+                map.push(xs[*k as usize]);
+                Some(xdots[*k as usize])
+            }
             ArrayOp::Map { body, args } => {
-                let n_out = body.n_outputs();
-                let ts: Vec<Option<AVar>> = args.iter().map(t).collect();
+                let n_out = body.n_outputs().max(1);
+                let margs: Vec<AVar> = args.iter().map(|a| map[a.index()]).collect();
+                let outs = b.map(body.clone(), &margs);
+                for k in 0..n_out {
+                    map.push(outs.get(k).copied().unwrap_or(AVar(0)));
+                }
+                let ts: Vec<Option<AVar>> = args.iter().map(|a| tangent[a.index()]).collect();
                 if ts.iter().any(Option::is_some) {
                     let present: Vec<bool> = ts.iter().map(Option::is_some).collect();
                     let jvp = cache.jvp(body, &present);
-                    let mut fargs: Vec<AVar> = args.iter().map(|&a| m(a)).collect();
+                    let mut fargs = margs;
                     fargs.extend(ts.iter().flatten().copied());
                     let outs = b.map(jvp, &fargs);
                     for (k, o) in outs.into_iter().enumerate() {
                         tangent[i + k] = (!b.is_zero(o)).then_some(o);
                     }
                 }
-                i += n_out.max(1);
+                i += n_out;
                 continue;
             }
             ArrayOp::Prim { prim, args } => {
-                let ts: Vec<Option<AVar>> = args.iter().map(t).collect();
+                let ts: Vec<Option<AVar>> = args.iter().map(|a| tangent[a.index()]).collect();
+                let margs: Operands = args.iter().map(|a| map[a.index()]).collect();
                 if ts.iter().all(Option::is_none) {
+                    map.push(b.copy_op(&p.ops[i], shape, &p.shapes, &map));
                     None
+                } else if let Some((v, t)) = joint
+                    .then(|| prim.jvp(&mut b, &margs, &ts, shape))
+                    .flatten()
+                {
+                    map.push(v);
+                    Some(t)
                 } else {
-                    let margs: Operands = args.iter().map(|&a| m(a)).collect();
+                    map.push(b.copy_op(&p.ops[i], shape, &p.shapes, &map));
                     prim.pushforward(&mut b, &margs, &ts, shape)
                 }
+            }
+            op => {
+                map.push(b.copy_op(op, shape, &p.shapes, &map));
+                None
             }
         };
         tangent[i] = new.filter(|&v| !b.is_zero(v));
         i += 1;
+    }
+    for g in &p.guards {
+        b.guard(map[g.a.index()], map[g.b.index()], g.ordering);
     }
     let mut outs: Vec<AVar> = p.outputs.iter().map(|o| map[o.index()]).collect();
     for o in &p.outputs {

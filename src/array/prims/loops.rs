@@ -21,7 +21,7 @@
 
 use std::cell::RefCell;
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::backend::{Executable, Registers};
@@ -68,6 +68,16 @@ struct Derived {
     states: OnceLock<ArrayPrim>,
     pullback: OnceLock<ArrayPrim>,
     pushforward: OnceLock<ArrayPrim>,
+    /// The body's Taylor program and its jet buffers, for the last degree
+    /// asked (so that Taylor mode through the loop allocates nothing in
+    /// steady state).
+    jets: Mutex<Option<BodyJets>>,
+}
+
+struct BodyJets {
+    program: TaylorProgram,
+    input: Vec<f64>,
+    output: Vec<f64>,
 }
 
 impl fmt::Debug for Scan {
@@ -183,18 +193,17 @@ impl Scan {
         .clone()
     }
 
-    /// The scan that also emits, as per-step outputs, the carry each step
-    /// starts with (the residual of ∂⃖): value `(c_N, states)`.
+    /// The scan that also emits, as per-step outputs after its own, the
+    /// carry each step starts with (the residual of ∂⃖): value
+    /// `(c_N, ys, states)`, whose first [`Scan::out_len`] values are this
+    /// scan's.
     fn states_scan(&self) -> ArrayPrim {
         self.derived_scan(&self.derived.states, |s| {
             let body = s.body.program();
             let mut b = Builder::with_capacity(body.len());
             let ins: Vec<Var> = (0..body.n_inputs()).map(|_| b.input()).collect();
             let m = body.inline_into(&mut b, &ins);
-            let mut outs: Vec<Var> = body.outputs()[..s.carry]
-                .iter()
-                .map(|o| m[o.index()])
-                .collect();
+            let mut outs: Vec<Var> = body.outputs().iter().map(|o| m[o.index()]).collect();
             outs.extend_from_slice(&ins[..s.carry]);
             (
                 b.finish_unchecked(&outs).dce(),
@@ -373,10 +382,28 @@ impl ArrayPrimitive for Scan {
     }
 
     fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
+        let t = b.apply_prim(self.states_scan(), args);
+        self.right(b, args, t, ct)
+    }
+
+    /// The value and the carries as residual, from one run of the loop.
+    fn left(&self, b: &mut ArrayBuilder, args: &[AVar]) -> Option<(AVar, AVar)> {
+        let t = b.apply_prim(self.states_scan(), args);
+        Some((b.slice(t, 0, self.out_len()), t))
+    }
+
+    /// The reversed scan over the carries that [`ArrayPrimitive::left`]
+    /// kept.
+    fn right(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        residual: AVar,
+        ct: AVar,
+    ) -> Vec<Option<AVar>> {
         let (k, x, p, y, n) = (self.carry, self.xs, self.consts, self.ys(), self.steps);
         let (c, xp) = self.positions();
-        let st = b.apply_prim(self.states_scan(), args);
-        let states = b.slice(st, k, k * n);
+        let states = b.slice(residual, self.out_len(), k * n);
         let ct_carry = b.slice(ct, 0, k);
         let init = if p > 0 {
             let zeros = b.fill(0.0, Shape::Vector(p));
@@ -413,8 +440,20 @@ impl ArrayPrimitive for Scan {
         b: &mut ArrayBuilder,
         args: &[AVar],
         tangents: &[Option<AVar>],
-        _: Shape,
+        out: Shape,
     ) -> Option<AVar> {
+        self.jvp(b, args, tangents, out).map(|(_, t)| t)
+    }
+
+    /// One scan of the body's pushforward: the tangent carried beside the
+    /// carry, the value read off the same run.
+    fn jvp(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        tangents: &[Option<AVar>],
+        _: Shape,
+    ) -> Option<(AVar, AVar)> {
         if tangents.iter().all(Option::is_none) {
             return None;
         }
@@ -427,13 +466,14 @@ impl ArrayPrimitive for Scan {
                 b.concat(&[a, t])
             })
             .collect();
+        // (c_N, ċ_N, ys, ẏs).
         let r = b.apply_prim(self.pushforward_scan(), &fargs);
-        let carry = b.slice(r, k, k);
+        let (value, tangent) = (b.slice(r, 0, k), b.slice(r, k, k));
         Some(if y > 0 {
-            let ys = b.slice(r, 2 * k + y * n, y * n);
-            b.concat(&[carry, ys])
+            let (ys, ydots) = (b.slice(r, 2 * k, y * n), b.slice(r, 2 * k + y * n, y * n));
+            (b.concat(&[value, ys]), b.concat(&[tangent, ydots]))
         } else {
-            carry
+            (value, tangent)
         })
     }
 
@@ -457,10 +497,27 @@ impl ArrayPrimitive for Scan {
         let init = args.first().copied().unwrap_or(&[]);
         let consts = c.and_then(|c| args.get(c)).copied().unwrap_or(&[]);
         let data = xp.and_then(|x| args.get(x)).copied().unwrap_or(&[]);
-        let mut t = TaylorProgram::new(self.body.program(), degree)?;
+        let mut cache = self
+            .derived
+            .jets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.as_ref().is_none_or(|c| c.program.degree() != degree) {
+            *cache = Some(BodyJets {
+                program: TaylorProgram::new(self.body.program(), degree)?,
+                input: vec![0.0; (k + x + p) * w],
+                output: vec![0.0; (k + y) * w],
+            });
+        }
+        let Some(BodyJets {
+            program: t,
+            input,
+            output,
+        }) = cache.as_mut()
+        else {
+            return Err(Error::WorkspaceMismatch);
+        };
         // Input-major jets of the body: (carry, xᵢ, p).
-        let mut input = vec![0.0; (k + x + p) * w];
-        let mut output = vec![0.0; (k + y) * w];
         for d in 0..w {
             for j in 0..k {
                 input[j * w + d] = init[d * k + j];
@@ -477,7 +534,7 @@ impl ArrayPrimitive for Scan {
                     input[(k + j) * w + d] = data[d * x * n + j * n + i];
                 }
             }
-            t.eval(&input, &mut output)?;
+            t.eval(input, output)?;
             input[..k * w].copy_from_slice(&output[..k * w]);
             for j in 0..y {
                 for d in 0..w {

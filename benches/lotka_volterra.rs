@@ -1,0 +1,35 @@
+//! The loop benchmark's problem: Lotka–Volterra integrated by RK4 for
+//! `steps` steps of `h = 10/steps`, written once over [`Real`] with
+//! [`fold`]; the loss is the squared distance of the final state to
+//! `(1, 1)`, the point the six parameters `(α, β, γ, δ, x₀, y₀)`.
+
+use optic_ad::array::{Array, TArray, TScalar};
+use optic_ad::{fold, Real, Result};
+
+/// The point.
+pub const P0: [f64; 6] = [0.55, 0.028, 0.84, 0.026, 33.0, 6.0];
+/// The direction of the Hessian-vector products.
+pub const V: [f64; 6] = [0.01, -0.002, 0.03, 0.001, -0.5, 0.25];
+
+/// The loss, generic over the scalar.
+pub fn loss<T: Real>(p: &[T], steps: usize) -> Result<T> {
+    let h = 10.0 / steps as f64;
+    let rhs = |x: T, y: T| (p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y);
+    let [x, y] = fold(steps, [p[4], p[5]], |[x, y]: [T; 2]| {
+        let (k1x, k1y) = rhs(x, y);
+        let (k2x, k2y) = rhs(x + k1x * (h / 2.0), y + k1y * (h / 2.0));
+        let (k3x, k3y) = rhs(x + k2x * (h / 2.0), y + k2y * (h / 2.0));
+        let (k4x, k4y) = rhs(x + k3x * h, y + k3y * h);
+        [
+            x + (k1x + k2x * 2.0 + k3x * 2.0 + k4x) * (h / 6.0),
+            y + (k1y + k2y * 2.0 + k3y * 2.0 + k4y) * (h / 6.0),
+        ]
+    })?;
+    Ok((x - 1.0) * (x - 1.0) + (y - 1.0) * (y - 1.0))
+}
+
+/// The loss on the array trace: the parameters are the elements of `p`.
+pub fn loss_array(p: &TArray, steps: usize) -> Result<TScalar> {
+    let q: Vec<TScalar> = (0..p.len()).map(|i| p.get(i)).collect::<Result<_>>()?;
+    loss(&q, steps)
+}
