@@ -1082,6 +1082,23 @@ fn bench_loops(c: &mut Criterion) {
                 )
             })
         });
+        if n == 100_000 {
+            // Binomial checkpointing with as few snapshots as `fold`'s
+            // default takes beyond 2²⁰ carried values (r = 2).
+            let s = (1..)
+                .find(|&s: &usize| (s + 3) * (s + 2) / 2 >= n)
+                .unwrap_or(1);
+            let c = optic_ad::Checkpoints::Binomial(s);
+            let fc = move |p: &TArray| lotka_volterra::loss_array_with(p, n, c);
+            let mut gc = array::Gradient::new(fc, &P0).unwrap();
+            let mut oc = vec![0.0; 6];
+            gc.eval(&P0, &mut oc).unwrap();
+            assert_eq!(oc, out);
+            g.bench_function(
+                format!("n={n}/gradient (checkpointed, {s} snapshots)"),
+                |b| b.iter(|| gc.eval(black_box(&P0), &mut oc).unwrap()),
+            );
+        }
         if n == 1_000 {
             let unrolled = |p: &[Tracer]| loss(p, n);
             let mut sg = Gradient::new(unrolled, &P0).unwrap();

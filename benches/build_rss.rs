@@ -9,10 +9,11 @@
 //! whole peak resident set (the issue's "peak RSS at n = 10⁶"), with the
 //! part that was there before the build (binary, the caller's `x`, `v`).
 //!
-//! `loop-gradient` and `loop-hvp` build `array::Gradient` or `array::Hvp`
-//! on the Lotka–Volterra RK4 loss of `n` steps (one loop instruction,
-//! `benches/lotka_volterra.rs`), evaluate three times and print the
-//! process's whole peak resident set.
+//! `loop-gradient`, `loop-gradient-stored` and `loop-hvp` build
+//! `array::Gradient` (with `fold`'s default checkpointing, or keeping every
+//! carry) or `array::Hvp` on the Lotka–Volterra RK4 loss of `n` steps (one
+//! loop instruction, `benches/lotka_volterra.rs`), evaluate three times and
+//! print the process's whole peak resident set.
 //!
 //! ```text
 //! cargo run --release -p optic-ad-bench --example build_rss -- loop-gradient 1000000
@@ -26,6 +27,7 @@ use std::time::Instant;
 use optic_ad::array;
 use optic_ad::{Gradient, Hvp, Real};
 
+#[allow(dead_code)]
 mod lotka_volterra;
 mod rosenbrock;
 
@@ -80,11 +82,17 @@ fn status_kb(field: &str) -> Option<u64> {
 /// The array drivers on the loop problem of `n` steps: three evaluations,
 /// then the process's peak resident set.
 fn loop_driver(what: &str, n: usize) {
-    use lotka_volterra::{loss_array, P0, V};
-    let f = move |p: &array::TArray| loss_array(p, n);
+    use lotka_volterra::{loss_array_with, P0, V};
+    use optic_ad::Checkpoints;
+    let c = if what == "loop-gradient-stored" {
+        Checkpoints::All
+    } else {
+        Checkpoints::Auto
+    };
+    let f = move |p: &array::TArray| loss_array_with(p, n, c);
     let t = Instant::now();
     let mut out = [0.0; 6];
-    if what == "loop-gradient" {
+    if what.starts_with("loop-gradient") {
         let mut g = array::Gradient::new(f, &P0).unwrap();
         print!(
             "{what} n={n}: built in {:.1} µs",
@@ -136,7 +144,7 @@ fn main() {
         }
         other => {
             eprintln!(
-                "unknown driver {other:?}: use gradient, hvp, array-hvp, loop-gradient or loop-hvp"
+                "unknown driver {other:?}: use gradient, hvp, array-hvp, loop-gradient, loop-gradient-stored or loop-hvp"
             );
             std::process::exit(2);
         }

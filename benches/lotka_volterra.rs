@@ -4,18 +4,23 @@
 //! `(1, 1)`, the point the six parameters `(α, β, γ, δ, x₀, y₀)`.
 
 use optic_ad::array::{Array, TArray, TScalar};
-use optic_ad::{fold, Real, Result};
+use optic_ad::{fold_with, Checkpoints, Real, Result};
 
 /// The point.
 pub const P0: [f64; 6] = [0.55, 0.028, 0.84, 0.026, 33.0, 6.0];
 /// The direction of the Hessian-vector products.
 pub const V: [f64; 6] = [0.01, -0.002, 0.03, 0.001, -0.5, 0.25];
 
-/// The loss, generic over the scalar.
+/// The loss, generic over the scalar (`fold`'s default checkpointing).
 pub fn loss<T: Real>(p: &[T], steps: usize) -> Result<T> {
+    loss_with(p, steps, Checkpoints::Auto)
+}
+
+/// The loss with the gradient's residual chosen by `c`.
+pub fn loss_with<T: Real>(p: &[T], steps: usize, c: Checkpoints) -> Result<T> {
     let h = 10.0 / steps as f64;
     let rhs = |x: T, y: T| (p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y);
-    let [x, y] = fold(steps, [p[4], p[5]], |[x, y]: [T; 2]| {
+    let [x, y] = fold_with(steps, [p[4], p[5]], c, |[x, y]: [T; 2]| {
         let (k1x, k1y) = rhs(x, y);
         let (k2x, k2y) = rhs(x + k1x * (h / 2.0), y + k1y * (h / 2.0));
         let (k3x, k3y) = rhs(x + k2x * (h / 2.0), y + k2y * (h / 2.0));
@@ -30,6 +35,11 @@ pub fn loss<T: Real>(p: &[T], steps: usize) -> Result<T> {
 
 /// The loss on the array trace: the parameters are the elements of `p`.
 pub fn loss_array(p: &TArray, steps: usize) -> Result<TScalar> {
+    loss_array_with(p, steps, Checkpoints::Auto)
+}
+
+/// [`loss_array`] with the gradient's residual chosen by `c`.
+pub fn loss_array_with(p: &TArray, steps: usize, c: Checkpoints) -> Result<TScalar> {
     let q: Vec<TScalar> = (0..p.len()).map(|i| p.get(i)).collect::<Result<_>>()?;
-    loss(&q, steps)
+    loss_with(&q, steps, c)
 }

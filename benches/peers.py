@@ -161,6 +161,88 @@ def run_jax_scaling():
     return out
 
 
+def run_jax_loops():
+    """Lotka-Volterra by RK4 through lax.scan (bench group
+    loops_lotka_volterra, problem of benches/lotka_volterra.rs), N = 10^3 ...
+    10^5 steps, gradient and HVP (jvp of grad), with and without
+    jax.checkpoint on the step. The value is checked against a plain Python
+    loop, and the two variants' derivatives against each other. For one XLA
+    thread run with
+    XLA_FLAGS="--xla_cpu_multi_thread_eigen=false intra_op_parallelism_threads=1"."""
+    import jax
+    import jax.numpy as jnp
+
+    jax.config.update("jax_enable_x64", True)
+    jax.config.update("jax_platforms", "cpu")
+    p0 = jnp.asarray([0.55, 0.028, 0.84, 0.026, 33.0, 6.0])
+    v = jnp.asarray([0.01, -0.002, 0.03, 0.001, -0.5, 0.25])
+
+    def make_loss(steps, remat):
+        h = 10.0 / steps
+
+        def loss(p):
+            def rhs(x, y):
+                return p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y
+
+            def step(c, _):
+                x, y = c
+                k1x, k1y = rhs(x, y)
+                k2x, k2y = rhs(x + k1x * (h / 2), y + k1y * (h / 2))
+                k3x, k3y = rhs(x + k2x * (h / 2), y + k2y * (h / 2))
+                k4x, k4y = rhs(x + k3x * h, y + k3y * h)
+                return (
+                    x + (k1x + 2 * k2x + 2 * k3x + k4x) * (h / 6),
+                    y + (k1y + 2 * k2y + 2 * k3y + k4y) * (h / 6),
+                ), None
+
+            body = jax.checkpoint(step) if remat else step
+            (x, y), _ = jax.lax.scan(body, (p[4], p[5]), None, length=steps)
+            return (x - 1.0) ** 2 + (y - 1.0) ** 2
+
+        return loss
+
+    def plain(p, steps):
+        h = 10.0 / steps
+        x, y = p[4], p[5]
+
+        def rhs(x, y):
+            return p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y
+
+        for _ in range(steps):
+            k1x, k1y = rhs(x, y)
+            k2x, k2y = rhs(x + k1x * (h / 2), y + k1y * (h / 2))
+            k3x, k3y = rhs(x + k2x * (h / 2), y + k2y * (h / 2))
+            k4x, k4y = rhs(x + k3x * h, y + k3y * h)
+            x, y = (x + (k1x + 2 * k2x + 2 * k3x + k4x) * (h / 6),
+                    y + (k1y + 2 * k2y + 2 * k3y + k4y) * (h / 6))
+        return (x - 1.0) ** 2 + (y - 1.0) ** 2
+
+    out = {}
+    for n in (1_000, 10_000, 100_000):
+        times = {}
+        derivs = []
+        for remat in (False, True):
+            loss = make_loss(n, remat)
+            f = jax.jit(loss)
+            g = jax.jit(jax.grad(loss))
+            hv = jax.jit(lambda p, v, loss=loss: jax.jvp(jax.grad(loss), (p,), (v,))[1])
+            if n <= 10_000:
+                want = plain([float(t) for t in p0], n)
+                assert abs(float(f(p0)) - want) <= 1e-12 * abs(want)
+            derivs.append((np.asarray(g(p0)), np.asarray(hv(p0, v))))
+            tag = " (checkpoint)" if remat else ""
+            repeats = 15 if n <= 10_000 else 5
+            if not remat:
+                times["f"] = median_ns(lambda: f(p0).block_until_ready(), repeats=repeats)
+            times["gradient" + tag] = median_ns(lambda: g(p0).block_until_ready(), repeats=repeats)
+            times["hvp" + tag] = median_ns(lambda: hv(p0, v).block_until_ready(), repeats=repeats)
+        for a, b in zip(derivs[0], derivs[1]):
+            assert np.allclose(a, b, rtol=1e-10, atol=1e-12)
+        print(f"loops n={n}: gradient {derivs[0][0]}, hvp {derivs[0][1]}")
+        out[f"loops_lotka_volterra n={n}"] = times
+    return out
+
+
 def minimal_surface_problem(n):
     """The example minimal_surface's grid (MINPACK-2's minimal-surface area
     with Scherk's surface as boundary values) and the bench point: padded
@@ -354,6 +436,8 @@ def main():
         for group, times in run_jax_minimal_surface().items():
             merged.setdefault(group, {})["jax"] = times
         for group, times in run_jax_mlp().items():
+            merged.setdefault(group, {})["jax"] = times
+        for group, times in run_jax_loops().items():
             merged.setdefault(group, {})["jax"] = times
     except ImportError as e:
         print(f"jax: not installed ({e})")

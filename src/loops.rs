@@ -59,13 +59,93 @@ pub fn fold<T: Real, const K: usize>(
     init: [T; K],
     body: impl Fn([T; K]) -> [T; K],
 ) -> Result<[T; K]> {
+    fold_with(steps, init, Checkpoints::Auto, body)
+}
+
+/// How the gradient of a [`fold`] on the array trace keeps the loop's
+/// carries, its residual: all of them, or a few snapshots from which the
+/// others are recomputed by binomial checkpointing (A. Griewank and A.
+/// Walther, "Evaluating Derivatives", 2nd ed., ch. 12, the `revolve`
+/// schedule: with `s` snapshots and `N` steps the reverse sweep recomputes
+/// `r·N − β(s + 2, r − 1)` forward steps, the fewest possible, where
+/// `β(c, r) = (c + r)!/(c! r!)` and `r` is the least with
+/// `β(s + 1, r) ≥ N`).
+///
+/// Only the gradient (and a first pullback in general) checkpoints; a
+/// second derivative through a checkpointed loop keeps its carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Checkpoints {
+    /// All `K × N` carries while they are at most 2²⁰ values (8 MiB);
+    /// beyond, binomial checkpointing with the fewest snapshots for which
+    /// `r = 2` (`β(s + 1, 2) ≥ N`, about `√(2N)` snapshots): the reverse
+    /// sweep then runs about two forward passes more than the stored
+    /// schedule's none, in `O(K √N)` memory.
+    #[default]
+    Auto,
+    /// Every carry: `K × N` values, no recomputation.
+    All,
+    /// Binomial checkpointing with at most this many carries kept besides
+    /// the first (at least 1).
+    Binomial(usize),
+}
+
+impl Checkpoints {
+    /// The snapshots for a carry of `k` values over `steps` steps, or
+    /// `None` for all carries.
+    fn snapshots(self, k: usize, steps: usize) -> Option<usize> {
+        match self {
+            Checkpoints::All => None,
+            Checkpoints::Binomial(s) => Some(s.max(1)),
+            Checkpoints::Auto if k.saturating_mul(steps) <= 1 << 20 => None,
+            Checkpoints::Auto => {
+                // The least s with β(s + 1, 2) = (s + 3)(s + 2)/2 ≥ N.
+                let mut s = 1usize;
+                while (s + 3).saturating_mul(s + 2) / 2 < steps {
+                    s += 1;
+                }
+                Some(s)
+            }
+        }
+    }
+}
+
+/// [`fold`] with the residual of its gradient chosen by `checkpoints`
+/// (on the array trace; elsewhere the same plain loop).
+///
+/// # Errors
+///
+/// As [`fold`].
+///
+/// # Example
+///
+/// Ten snapshots for 10⁴ steps: the same gradient as with every carry kept.
+///
+/// ```
+/// use optic_ad::array::{self, Array};
+/// use optic_ad::{fold_with, Checkpoints, Real, Result};
+///
+/// fn orbit<T: Real>(r: T, c: Checkpoints) -> Result<T> {
+///     let [x] = fold_with(10_000, [T::cst(0.3)], c, |[x]: [T; 1]| [r * x * (-x + 1.0)])?;
+///     Ok(x)
+/// }
+/// let all = array::gradient(|x| orbit(x.get(0)?, Checkpoints::All), &[2.9]).unwrap();
+/// let ten = array::gradient(|x| orbit(x.get(0)?, Checkpoints::Binomial(10)), &[2.9]).unwrap();
+/// assert_eq!(all, ten); // the same arithmetic on the same carries
+/// ```
+pub fn fold_with<T: Real, const K: usize>(
+    steps: usize,
+    init: [T; K],
+    checkpoints: Checkpoints,
+    body: impl Fn([T; K]) -> [T; K],
+) -> Result<[T; K]> {
     let step = |c: &[T]| -> Vec<T> {
         match <[T; K]>::try_from(c) {
             Ok(a) => body(a).to_vec(),
             Err(_) => c.to_vec(),
         }
     };
-    if let Some(r) = T::fold_traced(steps, &init, &step) {
+    let snapshots = checkpoints.snapshots(K, steps);
+    if let Some(r) = T::fold_traced(steps, &init, snapshots, &step) {
         let out = r?;
         let n = out.len();
         return <[T; K]>::try_from(out).map_err(|_| Error::LengthMismatch {

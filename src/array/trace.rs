@@ -515,9 +515,10 @@ impl private::Internal for TScalar {
     fn fold_traced(
         steps: usize,
         init: &[Self],
+        snapshots: Option<usize>,
         body: &dyn Fn(&[Self]) -> Vec<Self>,
     ) -> Option<Result<Vec<Self>>> {
-        Some(trace_fold(steps, init, body))
+        Some(trace_fold(steps, init, snapshots, body))
     }
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
         let mut b = Builder::new();
@@ -540,6 +541,7 @@ impl private::Internal for TScalar {
 fn trace_fold(
     steps: usize,
     init: &[TScalar],
+    snapshots: Option<usize>,
     body: &dyn Fn(&[TScalar]) -> Vec<TScalar>,
 ) -> Result<Vec<TScalar>> {
     let k = init.len();
@@ -590,7 +592,8 @@ fn trace_fold(
     }
     let captures = frame.captures.unwrap_or_default();
     let scalar_body = frame.builder.finish(&outs)?.unroll()?;
-    let scan = super::prims::Scan::new(scalar_body, steps, k, 0, captures.len(), false)?;
+    let scan = super::prims::Scan::new(scalar_body, steps, k, 0, captures.len(), false)?
+        .with_snapshots(snapshots);
     let top = STACK.with(|s| s.borrow().last().map(|f| f.id));
     let top = top.ok_or(Error::TracerWithoutTrace)?;
     let mut handles: Vec<(u64, AVar)> = init.iter().map(TScalar::h).collect();

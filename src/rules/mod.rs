@@ -57,15 +57,17 @@ pub(crate) mod private {
         /// Applies a user rule (`x.len() == rule.arity()`; NaN otherwise).
         fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self;
         /// Records `steps` applications of `body` to the carry `init` as
-        /// one loop instruction, for a number type that traces loops (the
-        /// array trace's scalar); `None` for the others, on which
-        /// [`crate::fold`] runs the loop itself.
+        /// one loop instruction whose pullback keeps at most `snapshots`
+        /// carries besides the first (`None`: all), for a number type that
+        /// traces loops (the array trace's scalar); `None` for the others,
+        /// on which [`crate::fold`] runs the loop itself.
         fn fold_traced(
             steps: usize,
             init: &[Self],
+            snapshots: Option<usize>,
             body: &dyn Fn(&[Self]) -> Vec<Self>,
         ) -> Option<crate::error::Result<Vec<Self>>> {
-            let _ = (steps, init, body);
+            let _ = (steps, init, snapshots, body);
             None
         }
     }

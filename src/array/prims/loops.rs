@@ -23,7 +23,9 @@ use std::cell::RefCell;
 use std::fmt;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
+use crate::array::ir::{
+    AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, ArrayProgram, Shape, TaylorRule,
+};
 use crate::backend::{Executable, Registers};
 use crate::error::{Error, Result};
 use crate::functor::{forward, reverse_joint, TaylorProgram};
@@ -58,6 +60,9 @@ pub struct Scan {
     xs: usize,
     consts: usize,
     reverse: bool,
+    /// Binomial checkpointing of the pullback with this many snapshots
+    /// (see [`Revolve`]); `None` keeps every carry.
+    snapshots: Option<usize>,
     derived: Arc<Derived>,
 }
 
@@ -89,6 +94,7 @@ impl fmt::Debug for Scan {
             .field("consts", &self.consts)
             .field("ys", &self.ys())
             .field("reverse", &self.reverse)
+            .field("snapshots", &self.snapshots)
             .field("body_len", &self.body.len())
             .finish()
     }
@@ -132,8 +138,25 @@ impl Scan {
             xs,
             consts,
             reverse,
+            snapshots: None,
             derived: Arc::default(),
         })
+    }
+
+    /// The same scan whose pullback keeps at most `snapshots` carries
+    /// besides the first and recomputes the others by the binomial schedule
+    /// ([`Revolve`]), or (`None`) keeps all `steps` carries. Its derived
+    /// scans inherit the choice.
+    pub fn with_snapshots(mut self, snapshots: Option<usize>) -> Scan {
+        self.snapshots = snapshots;
+        self.derived = Arc::default();
+        self
+    }
+
+    /// The snapshots of the pullback's checkpointing, if it checkpoints
+    /// (fewer snapshots than steps; with as many, every carry is kept).
+    fn checkpointed(&self) -> Option<usize> {
+        self.snapshots.filter(|&s| s + 1 < self.steps)
     }
 
     /// The body.
@@ -187,6 +210,7 @@ impl Scan {
                 xs,
                 consts,
                 reverse,
+                snapshots: self.snapshots,
                 derived: Arc::default(),
             })
         })
@@ -321,6 +345,7 @@ impl ArrayPrimitive for Scan {
             self.xs as u64,
             self.consts as u64,
             u64::from(self.reverse),
+            self.snapshots.map_or(u64::MAX, |s| s as u64),
         ]);
     }
 
@@ -382,12 +407,36 @@ impl ArrayPrimitive for Scan {
     }
 
     fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
+        if let Some(snapshots) = self.checkpointed() {
+            // The carries recomputed from snapshots: one instruction whose
+            // value is the reversed scan's.
+            let (k, x, p, n) = (self.carry, self.xs, self.consts, self.steps);
+            let (c, xp) = self.positions();
+            let mut rargs = args.to_vec();
+            rargs.push(ct);
+            let revolve = Revolve {
+                scan: self.clone(),
+                snapshots,
+                derived: Arc::default(),
+            };
+            let r = b.apply(revolve, &rargs);
+            let mut contribs = vec![Some(b.slice(r, 0, k))];
+            if c.is_some() {
+                contribs.push(Some(b.slice(r, k, p)));
+            }
+            if xp.is_some() {
+                contribs.push(Some(b.slice(r, k + p, x * n)));
+            }
+            return contribs;
+        }
         let t = b.apply_prim(self.states_scan(), args);
         self.right(b, args, t, ct)
     }
 
-    /// The value and the carries as residual, from one run of the loop.
+    /// The value and the carries as residual, from one run of the loop
+    /// (`None` where the pullback checkpoints: it keeps nothing then).
     fn left(&self, b: &mut ArrayBuilder, args: &[AVar]) -> Option<(AVar, AVar)> {
+        self.checkpointed().is_none().then_some(())?;
         let t = b.apply_prim(self.states_scan(), args);
         Some((b.slice(t, 0, self.out_len()), t))
     }
@@ -575,6 +624,424 @@ impl ArrayPrimitive for Scan {
     }
 }
 
+/// The pullback of a [`Scan`] with binomial checkpointing (A. Griewank
+/// and A. Walther, "Evaluating Derivatives", 2nd ed., ch. 12, the
+/// `revolve` schedule; A. Griewank, "Achieving logarithmic growth of
+/// temporal and spatial complexity in reverse automatic differentiation",
+/// Optimization Methods and Software 1, 1992): the value of the reversed
+/// scan over the scan's carries, with at most `snapshots` carries kept
+/// besides the first and the others recomputed from the nearest one.
+///
+/// Operands: the scan's, then the cotangent of its value. The value:
+/// `(c̄₀, p̄, x̄s)`, as the pullback scan's. Memory: `(snapshots + 1) × carry`
+/// values, against `steps × carry` for the stored carries; the forward
+/// steps recomputed are the fewest possible for that many snapshots,
+/// `r·N − β(s + 2, r − 1)` for `N` steps, `s` snapshots,
+/// `β(c, r) = (c + r)! / (c! r!)` and `r` the least with `β(s + 1, r) ≥ N`
+/// ([`binomial_forward_steps`]).
+///
+/// Its derivatives are those of the stored form it equals (the scan of the
+/// carries, then the reversed scan), built once: checkpointing bounds the
+/// memory of the gradient; a second derivative through it keeps the carries.
+#[derive(Clone)]
+pub struct Revolve {
+    scan: Scan,
+    snapshots: usize,
+    derived: Arc<RevolveDerived>,
+}
+
+#[derive(Default)]
+struct RevolveDerived {
+    /// The stored form, `(scan operands, ct) ↦ reversed scan`.
+    expansion: OnceLock<std::result::Result<ArrayProgram, Error>>,
+    /// Its Taylor program, for the last degree asked.
+    jets: Mutex<Option<crate::array::TaylorProgram>>,
+}
+
+impl fmt::Debug for Revolve {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Revolve")
+            .field("scan", &self.scan)
+            .field("snapshots", &self.snapshots)
+            .finish()
+    }
+}
+
+impl Revolve {
+    /// The pullback of `scan` with `snapshots` snapshots (at least 1).
+    pub fn new(scan: Scan, snapshots: usize) -> Revolve {
+        Revolve {
+            scan,
+            snapshots: snapshots.max(1),
+            derived: Arc::default(),
+        }
+    }
+
+    /// The number of operands of the scan.
+    fn scan_args(&self) -> usize {
+        let (c, x) = self.scan.positions();
+        1 + usize::from(c.is_some()) + usize::from(x.is_some())
+    }
+
+    /// The stored form as an array program: inputs the scan's operands and
+    /// the cotangent, output the reversed scan's value.
+    fn expansion(&self) -> Result<&ArrayProgram> {
+        self.derived
+            .expansion
+            .get_or_init(|| {
+                let s = &self.scan;
+                let mut b = ArrayBuilder::new();
+                let mut shapes = vec![Shape::Vector(s.carry)];
+                if s.consts > 0 {
+                    shapes.push(Shape::Vector(s.consts));
+                }
+                if s.xs > 0 {
+                    shapes.push(Shape::Vector(s.xs * s.steps));
+                }
+                let args: Vec<AVar> = shapes.iter().map(|&sh| b.input(sh)).collect();
+                let ct = b.input(Shape::Vector(s.out_len()));
+                let stored = s.clone().with_snapshots(None);
+                let t = b.apply_prim(stored.states_scan(), &args);
+                let parts: Vec<AVar> = stored
+                    .right(&mut b, &args, t, ct)
+                    .into_iter()
+                    .flatten()
+                    .collect();
+                let r = b.concat(&parts);
+                b.finish(&[r])
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Runs the stored form on the builder (for the derivative rules).
+    fn inline_expansion(
+        &self,
+        b: &mut ArrayBuilder,
+        f: impl FnOnce(&ArrayProgram) -> Result<ArrayProgram>,
+        inputs: &[AVar],
+    ) -> Vec<AVar> {
+        match self.expansion().and_then(f) {
+            Ok(p) => {
+                let map = p.inline_into(b, inputs);
+                p.outputs().iter().map(|o| map[o.index()]).collect()
+            }
+            Err(e) => {
+                b.poison(e);
+                Vec::new()
+            }
+        }
+    }
+}
+
+/// One action of the binomial schedule ([`binomial_schedule`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Action {
+    /// Load snapshot `from` (the carry at step `at`) into the work carry
+    /// and run `count` forward steps.
+    Advance {
+        from: usize,
+        at: usize,
+        count: usize,
+    },
+    /// Keep the work carry as the newest snapshot.
+    Push,
+    /// Drop the newest snapshot.
+    Pop,
+    /// Run reverse step `at` on the work carry (the carry at step `at`).
+    Reverse { at: usize },
+}
+
+/// `β(c, r) = (c + r)! / (c! r!)`, saturating.
+fn beta(c: usize, r: usize) -> usize {
+    let mut b: u128 = 1;
+    for j in 1..=r as u128 {
+        b = b * (c as u128 + j) / j;
+        if b > usize::MAX as u128 {
+            return usize::MAX;
+        }
+    }
+    b as usize
+}
+
+/// The binomial schedule reversing `steps` steps with at most `snapshots`
+/// carries kept besides the first (snapshot 0): each reversal of `l`
+/// steps from snapshot `start` with `s` free snapshots advances to the
+/// split `m = max(1, β(s + 1, r − 2), l − β(s, r))`, keeps that carry,
+/// reverses the `l − m` steps after it with `s − 1` free snapshots, drops
+/// it and reverses the first `m` with `s` (`r` the least with
+/// `β(s + 1, r) ≥ l`; with no free snapshot, each step is recomputed from
+/// `start`). The split is the lower end of the range of optimal ones
+/// (checked against the exhaustive minimum in `tests/loops.rs`).
+fn binomial_schedule(steps: usize, snapshots: usize, mut act: impl FnMut(Action)) {
+    enum Task {
+        Reverse {
+            a: usize,
+            l: usize,
+            s: usize,
+            start: usize,
+        },
+        Pop,
+    }
+    let mut tasks = vec![Task::Reverse {
+        a: 0,
+        l: steps,
+        s: snapshots,
+        start: 0,
+    }];
+    let mut depth = 1;
+    while let Some(task) = tasks.pop() {
+        let (a, l, s, start) = match task {
+            Task::Pop => {
+                act(Action::Pop);
+                depth -= 1;
+                continue;
+            }
+            Task::Reverse { a, l, s, start } => (a, l, s, start),
+        };
+        if l <= 1 || s == 0 {
+            for i in (a..a + l).rev() {
+                act(Action::Advance {
+                    from: start,
+                    at: a,
+                    count: i - a,
+                });
+                act(Action::Reverse { at: i });
+            }
+            continue;
+        }
+        let c = s + 1;
+        let mut r = 0;
+        while beta(c, r) < l {
+            r += 1;
+        }
+        let low = if r >= 2 { beta(c, r - 2) } else { 0 };
+        let m = low.max(l.saturating_sub(beta(c - 1, r))).clamp(1, l - 1);
+        act(Action::Advance {
+            from: start,
+            at: a,
+            count: m,
+        });
+        act(Action::Push);
+        tasks.push(Task::Reverse { a, l: m, s, start });
+        tasks.push(Task::Pop);
+        tasks.push(Task::Reverse {
+            a: a + m,
+            l: l - m,
+            s: s - 1,
+            start: depth,
+        });
+        depth += 1;
+    }
+}
+
+/// The forward steps the binomial schedule recomputes to reverse `steps`
+/// steps with `snapshots` snapshots (besides the first carry); the reverse
+/// steps themselves are not counted. For tests and for choosing the
+/// number of snapshots.
+#[doc(hidden)]
+pub fn binomial_forward_steps(steps: usize, snapshots: usize) -> usize {
+    let mut n = 0;
+    binomial_schedule(steps, snapshots.max(1), |a| {
+        if let Action::Advance { count, .. } = a {
+            n += count;
+        }
+    });
+    n
+}
+
+impl ArrayPrimitive for Revolve {
+    fn name(&self) -> &'static str {
+        "revolve"
+    }
+
+    fn shape(&self, args: &[Shape]) -> Result<Shape> {
+        let m = self.scan_args();
+        crate::error::check_len("revolve: operands", m + 1, args.len())?;
+        self.scan.shape(&args[..m])?;
+        if args[m] != Shape::Vector(self.scan.out_len()) {
+            return Err(Error::ShapeMismatch {
+                what: "revolve: cotangent of the scan's value",
+                expected: Shape::Vector(self.scan.out_len()),
+                got: args[m],
+            });
+        }
+        let s = &self.scan;
+        Ok(Shape::Vector(s.carry + s.consts + s.xs * s.steps))
+    }
+
+    fn key(&self, words: &mut Vec<u64>) {
+        self.scan.key(words);
+        words.push(self.snapshots as u64);
+    }
+
+    fn print(&self, args: &[String], _: Shape) -> String {
+        format!(
+            "revolve ({} snapshots) {} steps of {}",
+            self.snapshots,
+            self.scan.steps,
+            args.join(", ")
+        )
+    }
+
+    fn eval(
+        &self,
+        args: &[&[f64]],
+        _: &[Shape],
+        out: &mut [f64],
+        _: Shape,
+        scratch: &mut Vec<f64>,
+    ) {
+        let s = &self.scan;
+        let (k, x, p, y, n) = (s.carry, s.xs, s.consts, s.ys(), s.steps);
+        let (c, xp) = s.positions();
+        let m = self.scan_args();
+        let init = args.first().copied().unwrap_or(&[]);
+        let consts = c.and_then(|c| args.get(c)).copied().unwrap_or(&[]);
+        let data = xp.and_then(|x| args.get(x)).copied().unwrap_or(&[]);
+        let ct = args.get(m).copied().unwrap_or(&[]);
+        let rev = s.pullback_scan();
+        let Some(rev) = rev.downcast_ref::<Scan>() else {
+            out.fill(f64::NAN);
+            return;
+        };
+        // Buffers: the snapshots, the work carry, the forward body's input
+        // and output, the reverse body's input and output.
+        let (nf_in, nf_out) = (k + x + p, k + y);
+        let (nr_in, nr_out) = (k + p + k + x + y + p, k + p + x);
+        scratch.clear();
+        scratch.resize(
+            (self.snapshots + 1) * k + k + nf_in + nf_out + nr_in + nr_out,
+            0.0,
+        );
+        let (snaps, rest) = scratch.split_at_mut((self.snapshots + 1) * k);
+        let (work, rest) = rest.split_at_mut(k);
+        let (f_in, rest) = rest.split_at_mut(nf_in);
+        let (f_out, rest) = rest.split_at_mut(nf_out);
+        let (r_in, r_out) = rest.split_at_mut(nr_in);
+        snaps[..k].copy_from_slice(init);
+        f_in[k + x..].copy_from_slice(consts);
+        // The reverse carry (c̄, p̄) starts at (c̄_N, 0); its constants are p.
+        r_in[..k].copy_from_slice(&ct[..k]);
+        r_in[nr_in - p..].copy_from_slice(consts);
+        let mut top = 1;
+        let mut ok = true;
+        REGS.with(|regs| {
+            let mut regs = regs.borrow_mut();
+            binomial_schedule(n, self.snapshots, |a| {
+                if !ok {
+                    return;
+                }
+                match a {
+                    Action::Advance { from, at, count } => {
+                        work.copy_from_slice(&snaps[from * k..(from + 1) * k]);
+                        for step in at..at + count {
+                            let i = s.index(step);
+                            f_in[..k].copy_from_slice(work);
+                            for j in 0..x {
+                                f_in[k + j] = data[j * n + i];
+                            }
+                            ok &= s.body.eval_f64(&mut regs, f_in, f_out).is_ok();
+                            work.copy_from_slice(&f_out[..k]);
+                        }
+                    }
+                    Action::Push => {
+                        snaps[top * k..(top + 1) * k].copy_from_slice(work);
+                        top += 1;
+                    }
+                    Action::Pop => top -= 1,
+                    Action::Reverse { at } => {
+                        let i = s.index(at);
+                        // Per-step data of the reverse body: (carry, xᵢ, ȳᵢ).
+                        let d = k + p;
+                        r_in[d..d + k].copy_from_slice(work);
+                        for j in 0..x {
+                            r_in[d + k + j] = data[j * n + i];
+                        }
+                        for j in 0..y {
+                            r_in[d + k + x + j] = ct[k + j * n + i];
+                        }
+                        ok &= rev.body.eval_f64(&mut regs, r_in, r_out).is_ok();
+                        r_in[..k + p].copy_from_slice(&r_out[..k + p]);
+                        for j in 0..x {
+                            out[k + p + j * n + i] = r_out[k + p + j];
+                        }
+                    }
+                }
+            });
+        });
+        if ok {
+            out[..k + p].copy_from_slice(&r_in[..k + p]);
+        } else {
+            out.fill(f64::NAN);
+        }
+    }
+
+    fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
+        let mut inputs = args.to_vec();
+        inputs.push(ct);
+        let outs = self.inline_expansion(b, crate::array::reverse_joint, &inputs);
+        // Outputs (value, one cotangent per operand).
+        (0..args.len()).map(|j| outs.get(1 + j).copied()).collect()
+    }
+
+    fn pushforward(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        tangents: &[Option<AVar>],
+        _: Shape,
+    ) -> Option<AVar> {
+        if tangents.iter().all(Option::is_none) {
+            return None;
+        }
+        let mut inputs = args.to_vec();
+        for (&a, t) in args.iter().zip(tangents) {
+            inputs.push(t.unwrap_or_else(|| b.zero(b.shape(a))));
+        }
+        let outs = self.inline_expansion(b, crate::array::forward, &inputs);
+        outs.get(1).copied()
+    }
+
+    fn taylor(&self) -> TaylorRule {
+        TaylorRule::Nonlinear
+    }
+
+    fn jet(
+        &self,
+        args: &[&[f64]],
+        _: &[Shape],
+        degree: usize,
+        out: &mut [f64],
+        _: Shape,
+    ) -> Result<()> {
+        let mut cache = self
+            .derived
+            .jets
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.as_ref().is_none_or(|t| t.degree() != degree) {
+            *cache = Some(crate::array::TaylorProgram::new(self.expansion()?, degree)?);
+        }
+        let Some(t) = cache.as_mut() else {
+            return Err(Error::WorkspaceMismatch);
+        };
+        t.eval(args)?;
+        out.copy_from_slice(t.output(0));
+        Ok(())
+    }
+
+    fn unroll(&self, b: &mut Builder, args: &[&[Var]], _: &[Shape], _: Shape) -> Vec<Var> {
+        match self.expansion().and_then(ArrayProgram::unroll) {
+            Ok(p) => {
+                let m = p.inline_into(b, &args.concat());
+                p.outputs().iter().map(|o| m[o.index()]).collect()
+            }
+            Err(_) => Vec::new(),
+        }
+    }
+}
+
 impl ArrayBuilder {
     /// The value of [`Scan`] `scan` on the initial carry, the constants
     /// (if it has any) and the per-step data (if it has any).
@@ -637,5 +1104,21 @@ pub(super) fn examples(n: usize, all: &mut Vec<(ArrayPrim, Vec<Shape>)>) {
     }
     if let Ok(s) = Scan::new(example_fold_body(), n + 1, 1, 0, 0, false) {
         all.push((ArrayPrim::new(s), vec![Shape::Vector(1)]));
+    }
+    // The checkpointed pullback, and a scan whose pullback checkpoints.
+    for reverse in [false, true] {
+        if let Ok(s) = Scan::new(example_body(), n + 2, 2, 1, 1, reverse) {
+            let shapes = vec![
+                Shape::Vector(2),
+                Shape::Vector(1),
+                Shape::Vector(n + 2),
+                Shape::Vector(2 + n + 2),
+            ];
+            all.push((ArrayPrim::new(Revolve::new(s.clone(), 1)), shapes));
+            all.push((
+                ArrayPrim::new(s.with_snapshots(Some(1))),
+                vec![Shape::Vector(2), Shape::Vector(1), Shape::Vector(n + 2)],
+            ));
+        }
     }
 }
