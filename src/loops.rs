@@ -5,6 +5,7 @@
 //! trace, its derivatives and their build time do not grow with the
 //! number of steps.
 
+use crate::array::Array;
 use crate::error::{Error, Result};
 use crate::real::Real;
 
@@ -159,4 +160,79 @@ pub fn fold_with<T: Real, const K: usize>(
         c = body(c);
     }
     Ok(c)
+}
+
+/// A loop over the elements of `xs` that threads a carry and emits one
+/// output per element: `(c, yᵢ) = body(c, xᵢ)` for `i = 0, 1, …`, from
+/// `c = init`; the final carry and the outputs `y` (as long as `xs`).
+/// `jax.lax.scan` with one sequence in and one out.
+///
+/// On [`Dense`](crate::array::Dense) arrays a plain loop (of `f64`,
+/// num-dual numbers or scalar tracers, which unroll it); on the array
+/// trace one loop instruction, differentiated as [`fold`] is (the
+/// gradient keeps the carries or checkpoints, per [`Checkpoints::Auto`];
+/// the elements' cotangents are the reversed loop's per-step outputs).
+///
+/// Shapes: `xs` has `N` elements, the result's array `N`; the carry is
+/// `[T; K]` with `K ≥ 1`.
+///
+/// # Errors
+///
+/// [`Error::EmptyInput`] for a carry of no values (a loop with nothing to
+/// carry is a `map`); on the array trace, those of [`fold`].
+///
+/// # Example
+///
+/// An exponentially weighted moving average, `c ← 0.9 c + 0.1 x`, whose
+/// outputs are summed; its gradient in the data is the sum of the weights
+/// each `xᵢ` gets, `0.1 Σ_{j ≥ i} 0.9^{j−i}`:
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{self, Array};
+/// use optic_ad::{scan, Real, Result};
+///
+/// fn ewma_sum<A: Array>(xs: &A) -> Result<A::Scalar> {
+///     let zero = A::Scalar::cst(0.0);
+///     let (_, ys) = scan(xs, [zero], |[c]: [A::Scalar; 1], x| {
+///         let c = c * 0.9 + x * 0.1;
+///         ([c], c)
+///     })?;
+///     Ok(ys.sum())
+/// }
+/// let x = [1.0, 2.0, 3.0, 4.0];
+/// let g = array::gradient(ewma_sum, &x).unwrap();
+/// for (i, gi) in g.iter().enumerate() {
+///     let want: f64 = (i..4).map(|j| 0.1 * 0.9_f64.powi((j - i) as i32)).sum();
+///     assert_relative_eq!(*gi, want, max_relative = 1e-14);
+/// }
+/// ```
+pub fn scan<A: Array, const K: usize>(
+    xs: &A,
+    init: [A::Scalar; K],
+    body: impl Fn([A::Scalar; K], A::Scalar) -> ([A::Scalar; K], A::Scalar),
+) -> Result<([A::Scalar; K], A)> {
+    if K == 0 {
+        return Err(Error::EmptyInput("scan: carry"));
+    }
+    let step = |v: &[A::Scalar]| -> Vec<A::Scalar> {
+        match <[A::Scalar; K]>::try_from(&v[..K.min(v.len())]) {
+            Ok(c) => {
+                let (c, y) = body(c, v[v.len() - 1]);
+                let mut out = c.to_vec();
+                out.push(y);
+                out
+            }
+            Err(_) => v.to_vec(),
+        }
+    };
+    let snapshots = Checkpoints::Auto.snapshots(K, xs.len());
+    let (carry, ys) = xs.scan_dyn(&init, snapshots, &step)?;
+    let n = carry.len();
+    let carry = <[A::Scalar; K]>::try_from(carry).map_err(|_| Error::LengthMismatch {
+        what: "scan: carry",
+        expected: K,
+        got: n,
+    })?;
+    Ok((carry, ys))
 }

@@ -23,35 +23,17 @@ use optic_ad::typenum::U3;
 use optic_ad::{fold, Error, Real, Result};
 use proptest::prelude::*;
 
-/// Lotka–Volterra by RK4: `steps` steps of `h = 10/steps`;
-/// `p = (α, β, γ, δ, x₀, y₀)`; the squared distance of the final state to
-/// `(1, 1)`.
-fn loss<T: Real>(p: &[T], steps: usize) -> Result<T> {
-    let h = 10.0 / steps as f64;
-    let rhs = |x: T, y: T| (p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y);
-    let [x, y] = fold(steps, [p[4], p[5]], |[x, y]: [T; 2]| {
-        let (k1x, k1y) = rhs(x, y);
-        let (k2x, k2y) = rhs(x + k1x * (h / 2.0), y + k1y * (h / 2.0));
-        let (k3x, k3y) = rhs(x + k2x * (h / 2.0), y + k2y * (h / 2.0));
-        let (k4x, k4y) = rhs(x + k3x * h, y + k3y * h);
-        [
-            x + (k1x + k2x * 2.0 + k3x * 2.0 + k4x) * (h / 6.0),
-            y + (k1y + k2y * 2.0 + k3y * 2.0 + k4y) * (h / 6.0),
-        ]
-    })?;
-    Ok((x - 1.0) * (x - 1.0) + (y - 1.0) * (y - 1.0))
-}
+// The benchmark's problem: Lotka–Volterra by RK4, `steps` steps of
+// `h = 10/steps`, `p = (α, β, γ, δ, x₀, y₀)`, the squared distance of the
+// final state to `(1, 1)`; `loss_with` chooses the gradient's checkpoints.
+#[path = "../benches/lotka_volterra.rs"]
+mod lotka_volterra;
 
-const P0: [f64; 6] = [0.55, 0.028, 0.84, 0.026, 33.0, 6.0];
-const V: [f64; 6] = [0.01, -0.002, 0.03, 0.001, -0.5, 0.25];
+use lotka_volterra::{loss, loss_array, loss_with, P0, V};
 
 /// The elements of an array-trace input as scalars.
 fn scalars(p: &TArray) -> Result<Vec<TScalar>> {
     (0..p.len()).map(|i| p.get(i)).collect()
-}
-
-fn loss_array(p: &TArray, steps: usize) -> Result<TScalar> {
-    loss(&scalars(p)?, steps)
 }
 
 /// The gradient and `H v` by num-dual through the plain loop.
@@ -328,22 +310,6 @@ fn binomial_schedule_recomputes_the_fewest_steps() {
     assert_eq!(binomial_forward_steps(n, s), 2 * n - beta(s + 2, 1));
 }
 
-fn loss_with<T: Real>(p: &[T], steps: usize, c: optic_ad::Checkpoints) -> Result<T> {
-    let h = 10.0 / steps as f64;
-    let rhs = |x: T, y: T| (p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y);
-    let [x, y] = optic_ad::fold_with(steps, [p[4], p[5]], c, |[x, y]: [T; 2]| {
-        let (k1x, k1y) = rhs(x, y);
-        let (k2x, k2y) = rhs(x + k1x * (h / 2.0), y + k1y * (h / 2.0));
-        let (k3x, k3y) = rhs(x + k2x * (h / 2.0), y + k2y * (h / 2.0));
-        let (k4x, k4y) = rhs(x + k3x * h, y + k3y * h);
-        [
-            x + (k1x + k2x * 2.0 + k3x * 2.0 + k4x) * (h / 6.0),
-            y + (k1y + k2y * 2.0 + k3y * 2.0 + k4y) * (h / 6.0),
-        ]
-    })?;
-    Ok((x - 1.0) * (x - 1.0) + (y - 1.0) * (y - 1.0))
-}
-
 /// Checkpointed and stored schedules run the same arithmetic on the same
 /// carries: the same bits for the gradient; the HVP through a
 /// checkpointed loop (which keeps its carries) agrees to 1e-14.
@@ -377,4 +343,66 @@ fn checkpointed_gradients_equal_stored_ones_bit_for_bit() {
     };
     assert!(prog(C::Binomial(8)).contains("revolve (8 snapshots)"));
     assert!(!prog(C::All).contains("revolve"));
+}
+
+/// A scan with data: a damped oscillator driven by the data, `(u, v)`
+/// carried, the output the energy, summed with weights; parameters
+/// captured. Generic over the array, so the same code runs on `Dense<f64>`,
+/// num-dual, the scalar trace (unrolled) and the array trace (one loop).
+fn driven<A: Array>(xs: &A, p: &[A::Scalar]) -> Result<A::Scalar> {
+    let (k, c) = (p[0], p[1]);
+    let h = 0.05;
+    let ([u, v], e) = optic_ad::scan(xs, [p[2], p[3]], |[u, v]: [A::Scalar; 2], f| {
+        let a = f - u * k - v * c;
+        let (u2, v2) = (u + v * h, v + a * h);
+        ([u2, v2], (u2 * u2 * k + v2 * v2) * 0.5)
+    })?;
+    let w = e.map(|t| t.sqrt());
+    Ok(w.sum() + u * v)
+}
+
+#[test]
+fn scan_with_data_matches_num_dual_and_the_unrolled_trace() {
+    use optic_ad::array::Dense;
+    for n in [1usize, 5, 200] {
+        let data: Vec<f64> = (0..n).map(|i| (i as f64 * 0.3).sin()).collect();
+        let p = [1.7, 0.2, 0.4, -0.3];
+        // Differentiate in the data and the parameters together.
+        let x: Vec<f64> = data.iter().chain(&p).copied().collect();
+        let split = |x: &TArray| -> Result<(TArray, Vec<TScalar>)> {
+            let xs = x.slice(0, n)?;
+            let p = (n..n + 4).map(|i| x.get(i)).collect::<Result<_>>()?;
+            Ok((xs, p))
+        };
+        let f = |x: &TArray| {
+            let (xs, p) = split(x)?;
+            driven(&xs, &p)
+        };
+        let g = array::gradient(f, &x).unwrap();
+        let scalar = |x: &[optic_ad::Tracer]| driven(&Dense::new(x[..n].to_vec()), &x[n..]);
+        let g_ref = optic_ad::gradient(scalar, &x).unwrap();
+        assert!(max_err(&g, &g_ref) < 1e-12, "N = {n}: {g:?} vs {g_ref:?}");
+        let v: Vec<f64> = (0..n + 4).map(|i| ((i as f64) * 1.1).cos()).collect();
+        let hv = array::hvp(f, &x, &v).unwrap();
+        let hv_ref = optic_ad::hvp(scalar, &x, &v).unwrap();
+        assert!(max_err(&hv, &hv_ref) < 1e-12, "N = {n}: Hv");
+        let t = array::taylor::<U3>(f, &x, &v).unwrap();
+        let xd: Vec<Dual3_64> = x
+            .iter()
+            .zip(&v)
+            .map(|(&a, &b)| Dual3_64::new(a, b, 0.0, 0.0))
+            .collect();
+        let d = driven(&Dense::new(xd[..n].to_vec()), &xd[n..]).unwrap();
+        let want = [d.re, d.v1, d.v2, d.v3];
+        assert!(
+            max_err(&[t[0], t[1], t[2], t[3]], &want) < 1e-10,
+            "N = {n}: {t:?} vs {want:?}"
+        );
+        // One loop instruction, whatever N.
+        let len = array::trace(|x: &[TArray]| f(&x[0]), &[&x]).unwrap().len();
+        assert!(len < 60, "{len} instructions");
+    }
+    // A carry of nothing is refused, on every array.
+    let r = optic_ad::scan(&Dense::new(vec![1.0, 2.0]), [], |c: [f64; 0], x| (c, x));
+    assert!(matches!(r, Err(Error::EmptyInput(_))));
 }

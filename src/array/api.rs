@@ -329,7 +329,30 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
     /// [`Error::LengthMismatch`] if `self` has the wrong length;
     /// [`Error::IndexOutOfRange`] for an axis other than 0 or 1.
     fn broadcast_axis_flat(&self, axis: usize, rows: usize, cols: usize) -> Result<Self>;
+
+    /// The loop of [`crate::scan`] over the elements of `self`: `body` gets
+    /// the carry and the element and returns the new carry and the step's
+    /// output; the result is the final carry and the outputs. A plain loop
+    /// on [`Dense`]; one loop instruction on a [`TArray`](super::TArray),
+    /// its gradient checkpointed with `snapshots` (`None`: every carry
+    /// kept). [`crate::scan`] reads better.
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::scan`].
+    #[doc(hidden)]
+    fn scan_dyn(
+        &self,
+        init: &[Self::Scalar],
+        snapshots: Option<usize>,
+        body: &LoopBody<'_, Self::Scalar>,
+    ) -> Result<(Vec<Self::Scalar>, Self)>;
 }
+
+/// A loop body as [`Array::scan_dyn`] takes it: the carry followed by the
+/// step's element in, the new carry followed by the step's output out.
+#[doc(hidden)]
+pub type LoopBody<'a, S> = dyn Fn(&[S]) -> Vec<S> + 'a;
 
 /// A plain vector of any [`Real`]: the [`Array`] that runs natively on
 /// `f64`, in forward mode on num-dual numbers, and as a scalar trace on
@@ -590,5 +613,25 @@ impl<T: Real> Array for Dense<T> {
         )?;
         broadcast_axis_into(&self.0, cols, axis, &mut out);
         Ok(Dense(out))
+    }
+
+    fn scan_dyn(
+        &self,
+        init: &[T],
+        _: Option<usize>,
+        body: &dyn Fn(&[T]) -> Vec<T>,
+    ) -> Result<(Vec<T>, Self)> {
+        let k = init.len();
+        let mut carry: Vec<T> = init.to_vec();
+        let mut ys = Vec::with_capacity(self.0.len());
+        for &x in &self.0 {
+            carry.push(x);
+            let mut out = body(&carry);
+            check_len("scan: body outputs (carry, step output)", k + 1, out.len())?;
+            ys.push(out[k]);
+            out.truncate(k);
+            carry = out;
+        }
+        Ok((carry, Dense(ys)))
     }
 }

@@ -251,6 +251,16 @@ impl Array for TArray {
     type Scalar = TScalar;
     type Elem = Tracer;
 
+    fn scan_dyn(
+        &self,
+        init: &[TScalar],
+        snapshots: Option<usize>,
+        body: &dyn Fn(&[TScalar]) -> Vec<TScalar>,
+    ) -> Result<(Vec<TScalar>, Self)> {
+        let (carry, ys) = trace_loop(self.len, init, Some(self), snapshots, body)?;
+        Ok((carry, ys.unwrap_or(*self)))
+    }
+
     fn len(&self) -> usize {
         self.len
     }
@@ -518,7 +528,10 @@ impl private::Internal for TScalar {
         snapshots: Option<usize>,
         body: &dyn Fn(&[Self]) -> Vec<Self>,
     ) -> Option<Result<Vec<Self>>> {
-        Some(trace_fold(steps, init, snapshots, body))
+        if init.is_empty() {
+            return Some(Ok(Vec::new()));
+        }
+        Some(trace_loop(steps, init, None, snapshots, body).map(|(c, _)| c))
     }
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
         let mut b = Builder::new();
@@ -534,26 +547,31 @@ impl private::Internal for TScalar {
     }
 }
 
-/// [`crate::fold`] on the array trace: the body traced once, on fresh
-/// scalars of a frame of its own (what it reads of the enclosing trace
-/// becomes its constants), unrolled to a scalar program and recorded as
-/// one [`Scan`](super::prims::Scan) instruction.
-fn trace_fold(
+/// A loop on the array trace ([`crate::fold`], [`crate::scan`]): the body
+/// traced once, on fresh scalars of a frame of its own (what it reads of
+/// the enclosing trace becomes its constants), unrolled to a scalar
+/// program and recorded as one [`Scan`](super::prims::Scan) instruction.
+/// The body gets the carry, then (with `xs`) the step's element, and
+/// returns the new carry, then (with `xs`) the step's output; the result
+/// is the final carry and (with `xs`) the outputs.
+fn trace_loop(
     steps: usize,
     init: &[TScalar],
+    xs: Option<&TArray>,
     snapshots: Option<usize>,
     body: &dyn Fn(&[TScalar]) -> Vec<TScalar>,
-) -> Result<Vec<TScalar>> {
+) -> Result<(Vec<TScalar>, Option<TArray>)> {
     let k = init.len();
+    let x = usize::from(xs.is_some());
     if k == 0 {
-        return Ok(Vec::new());
+        return Err(Error::EmptyInput("loop carry"));
     }
     if STACK.with(|s| s.borrow().is_empty()) {
         return Err(Error::TracerWithoutTrace);
     }
     let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
     let mut builder = ArrayBuilder::new();
-    let carry: Vec<TScalar> = (0..k)
+    let inputs: Vec<TScalar> = (0..k + x)
         .map(|_| TScalar {
             trace: id,
             var: builder.input(Shape::Scalar),
@@ -570,7 +588,7 @@ fn trace_fold(
         })
     });
     let guard = FrameGuard(id);
-    let out = body(&carry);
+    let out = body(&inputs);
     // The outputs as values of the body's frame (one may be a capture).
     let handles: Vec<(u64, AVar)> = out.iter().map(TScalar::h).collect();
     let outs = with_top(&handles, |_, v| v.to_vec()).map(|(_, v)| v);
@@ -583,7 +601,7 @@ fn trace_fold(
     let (Some(frame), Some(outs)) = (frame, outs) else {
         return Err(Error::ForeignTracer { trace: id });
     };
-    crate::error::check_len("fold: body outputs vs carry", k, outs.len())?;
+    crate::error::check_len("loop: body outputs (carry, step output)", k + x, outs.len())?;
     if frame.needs_point || !frame.builder.guards_empty() {
         return Err(Error::Unsupported(
             "a comparison inside a loop body on the array trace (compute the branch \
@@ -592,28 +610,43 @@ fn trace_fold(
     }
     let captures = frame.captures.unwrap_or_default();
     let scalar_body = frame.builder.finish(&outs)?.unroll()?;
-    let scan = super::prims::Scan::new(scalar_body, steps, k, 0, captures.len(), false)?
+    let scan = super::prims::Scan::new(scalar_body, steps, k, x, captures.len(), false)?
         .with_snapshots(snapshots);
     let top = STACK.with(|s| s.borrow().last().map(|f| f.id));
     let top = top.ok_or(Error::TracerWithoutTrace)?;
     let mut handles: Vec<(u64, AVar)> = init.iter().map(TScalar::h).collect();
     handles.extend(captures.iter().map(|&(outer, _)| (top, outer)));
+    if let Some(xs) = xs {
+        handles.push(xs.h());
+    }
+    let n_consts = captures.len();
     let r = with_top(&handles, |b, v| {
-        let init = b.concat(&v[..k]);
-        let mut args = vec![init];
-        if v.len() > k {
-            args.push(b.concat(&v[k..]));
+        let mut args = vec![b.concat(&v[..k])];
+        if n_consts > 0 {
+            args.push(b.concat(&v[k..k + n_consts]));
+        }
+        if x > 0 {
+            args.push(v[k + n_consts]);
         }
         let r = b.scan(scan, &args);
-        (0..k)
+        let mut vars: Vec<AVar> = (0..k)
             .map(|j| {
                 let e = b.slice(r, j, 1);
                 b.sum(e)
             })
-            .collect::<Vec<AVar>>()
+            .collect();
+        if x > 0 {
+            vars.push(b.slice(r, k, steps));
+        }
+        vars
     });
-    let (trace, vars) = r.ok_or(Error::TracerWithoutTrace)?;
-    Ok(vars.into_iter().map(|var| TScalar { trace, var }).collect())
+    let (trace, mut vars) = r.ok_or(Error::TracerWithoutTrace)?;
+    let ys = (x > 0).then(|| array_of(Some((trace, vars[k])), steps));
+    vars.truncate(k);
+    Ok((
+        vars.into_iter().map(|var| TScalar { trace, var }).collect(),
+        ys,
+    ))
 }
 
 impl Real for TScalar {
