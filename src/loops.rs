@@ -18,8 +18,9 @@ use crate::real::Real;
 /// the values of the enclosing trace it reads (parameters captured by the
 /// closure) become its constants, and the loop is one instruction whose
 /// derivatives are loops again: the gradient keeps the `K × steps` carries
-/// and runs the loop backwards over them, recomputing each step's inner
-/// values from its carry, and second and higher derivatives
+/// (or, beyond 2²⁰ values, snapshots: [`Checkpoints::Auto`]) and runs the
+/// loop backwards over them, recomputing each step's inner values from its
+/// carry, and second and higher derivatives
 /// ([`crate::array::Hvp`], [`crate::array::nest`], Taylor mode) apply
 /// the same rules to those loops. On the scalar trace ([`crate::Tracer`]:
 /// [`crate::gradient`], [`crate::Gradient`], …) the loop is unrolled, one
@@ -91,17 +92,33 @@ pub enum Checkpoints {
 }
 
 impl Checkpoints {
-    /// The snapshots for a carry of `k` values over `steps` steps, or
-    /// `None` for all carries.
-    fn snapshots(self, k: usize, steps: usize) -> Option<usize> {
+    /// The snapshots this policy keeps for a carry of `k` values over
+    /// `steps` steps (besides the first carry), or `None` for all carries.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::Checkpoints;
+    ///
+    /// assert_eq!(Checkpoints::Auto.snapshots(2, 1000), None); // 2000 values
+    /// assert_eq!(Checkpoints::Auto.snapshots(2, 1_000_000), Some(1412));
+    /// assert_eq!(Checkpoints::Binomial(8).snapshots(2, 1000), Some(8));
+    /// ```
+    pub fn snapshots(self, k: usize, steps: usize) -> Option<usize> {
         match self {
             Checkpoints::All => None,
             Checkpoints::Binomial(s) => Some(s.max(1)),
             Checkpoints::Auto if k.saturating_mul(steps) <= 1 << 20 => None,
             Checkpoints::Auto => {
-                // The least s with β(s + 1, 2) = (s + 3)(s + 2)/2 ≥ N.
-                let mut s = 1usize;
-                while (s + 3).saturating_mul(s + 2) / 2 < steps {
+                // The least s with β(s + 1, 2) = (s + 3)(s + 2)/2 ≥ N: from
+                // s ≈ √(2N), corrected by the few steps rounding leaves.
+                let beta = |s: usize| (s as u128 + 3) * (s as u128 + 2) / 2;
+                let n = steps as u128;
+                let mut s = ((2.0 * steps as f64).sqrt() as usize).max(1);
+                while s > 1 && beta(s - 1) >= n {
+                    s -= 1;
+                }
+                while beta(s) < n {
                     s += 1;
                 }
                 Some(s)

@@ -1,7 +1,8 @@
-//! Loops as primitives: `fold` on the array trace is one `Scan`
-//! instruction, and its derivatives (gradient, HVP, Taylor mode, the
-//! 2-optic) equal those of the same loop unrolled on the scalar trace and
-//! of num-dual through the plain loop.
+//! Loops as primitives: `fold` and `scan` on the array trace are one
+//! `Scan` instruction, and its derivatives (gradient, HVP, Taylor mode, the
+//! 2-optic of `array::nest`, checkpointed gradients) equal those of the
+//! same loop unrolled on the scalar trace and of num-dual through the
+//! plain loop.
 //!
 //! References, each independent of the `Scan` rules:
 //! * num-dual (`Dual64`, `HyperDual64`, `Dual3_64`) through the plain
@@ -216,8 +217,12 @@ fn random_loop() -> impl Strategy<Value = RandomLoop> {
 }
 
 fn random_body<T: Real>(l: &RandomLoop, p: &[T]) -> Result<T> {
+    random_body_with(l, p, optic_ad::Checkpoints::All)
+}
+
+fn random_body_with<T: Real>(l: &RandomLoop, p: &[T], ck: optic_ad::Checkpoints) -> Result<T> {
     let c = l.coef;
-    let [a, b] = fold(l.steps, [p[0], p[1]], |[a, b]: [T; 2]| {
+    let [a, b] = optic_ad::fold_with(l.steps, [p[0], p[1]], ck, |[a, b]: [T; 2]| {
         let s = (a * c[0] + b * p[2]).tanh();
         let t = (b * c[1] - a * a * 0.1 + p[3]).sin();
         [a * 0.8 + s * c[2], b * 0.7 + t * c[3]]
@@ -234,6 +239,14 @@ fn random_loops_match_the_unrolled_trace() {
         let e = max_err(&g, &g_ref);
         worst.note(e);
         prop_assert!(e < 1e-12, "gradient {g:?} vs unrolled {g_ref:?}");
+        // Checkpointed with two snapshots: the same bits.
+        let two = optic_ad::Checkpoints::Binomial(2);
+        let gc =
+            array::gradient(|p: &TArray| random_body_with(&l, &scalars(p)?, two), &l.x).unwrap();
+        prop_assert!(
+            gc.iter().zip(&g).all(|(a, b)| common::same_bits(*a, *b)),
+            "checkpointed gradient {gc:?} vs {g:?}"
+        );
         let hv = array::hvp(f, &l.x, &l.v).unwrap();
         let hv_ref = optic_ad::hvp(|p| random_body(&l, p), &l.x, &l.v).unwrap();
         let e = max_err(&hv, &hv_ref);
@@ -311,27 +324,28 @@ fn binomial_schedule_recomputes_the_fewest_steps() {
 }
 
 /// Checkpointed and stored schedules run the same arithmetic on the same
-/// carries: the same bits for the gradient; the HVP through a
-/// checkpointed loop (which keeps its carries) agrees to 1e-14.
+/// carries: the same bits for the gradient, in every case where the
+/// schedule really recomputes (fewer snapshots than steps minus one),
+/// which also checks that each reverse step got the right carry; the HVP
+/// through a checkpointed loop (which keeps its carries) agrees to 1e-14.
 #[test]
 fn checkpointed_gradients_equal_stored_ones_bit_for_bit() {
     use optic_ad::Checkpoints as C;
-    for steps in [1, 2, 7, 300] {
+    for (steps, snapshots) in [(7, 1), (7, 3), (300, 1), (300, 3), (300, 40), (1000, 5)] {
+        let c = C::Binomial(snapshots);
+        assert!(snapshots + 1 < steps);
         let g =
             |c: C| array::gradient(|p: &TArray| loss_with(&scalars(p)?, steps, c), &P0).unwrap();
-        let stored = g(C::All);
-        for c in [C::Binomial(1), C::Binomial(3), C::Binomial(40), C::Auto] {
-            let got = g(c);
-            assert!(
-                got.iter()
-                    .zip(&stored)
-                    .all(|(a, b)| common::same_bits(*a, *b)),
-                "N = {steps}, {c:?}: {got:?} vs {stored:?}"
-            );
-        }
+        let (stored, got) = (g(C::All), g(c));
+        assert!(
+            got.iter()
+                .zip(&stored)
+                .all(|(a, b)| common::same_bits(*a, *b)),
+            "N = {steps}, {c:?}: {got:?} vs {stored:?}"
+        );
         let hv =
             |c: C| array::hvp(|p: &TArray| loss_with(&scalars(p)?, steps, c), &P0, &V).unwrap();
-        let (a, b) = (hv(C::All), hv(C::Binomial(3)));
+        let (a, b) = (hv(C::All), hv(c));
         assert!(max_err(&a, &b) < 1e-14, "N = {steps}: {a:?} vs {b:?}");
     }
     // The program differs: one checkpointed instruction, no stored carries.
@@ -343,6 +357,33 @@ fn checkpointed_gradients_equal_stored_ones_bit_for_bit() {
     };
     assert!(prog(C::Binomial(8)).contains("revolve (8 snapshots)"));
     assert!(!prog(C::All).contains("revolve"));
+    // The default keeps every carry up to 2²⁰ values, then the fewest
+    // snapshots that recompute each step at most twice (β(s + 1, 2) ≥ N).
+    assert_eq!(C::Auto.snapshots(2, 1 << 19), None);
+    for n in [(1usize << 19) + 1, 10_000_000, usize::MAX / 4] {
+        let s = C::Auto.snapshots(2, n).unwrap();
+        let b2 = |s: usize| (s as u128 + 3) * (s as u128 + 2) / 2;
+        assert!(b2(s) >= n as u128 && b2(s - 1) < n as u128, "N = {n}: {s}");
+    }
+}
+
+/// The 2-optic of the array program through a loop (`array::nest`, the
+/// nested-closure encoding): its `H v` closure against hyper-dual numbers
+/// through the plain loop.
+#[test]
+fn the_second_order_optic_through_a_loop() {
+    for steps in [4, 60] {
+        let prog = array::trace(|x: &[TArray]| loss_array(&x[0], steps), &[&P0]).unwrap();
+        let p2 = array::nest(&prog, 2).unwrap();
+        let out = p2.eval(&[&P0, &[1.0], &V, &[0.0]]).unwrap();
+        // Outputs [y, r₁ (one array), r₂, r₃ (one array)]: r₃ = H v.
+        let hv = out[3..].concat();
+        let (_, _, hv_ref) = dual_reference(steps);
+        assert!(
+            max_err(&hv, &hv_ref) < 1e-10,
+            "N = {steps}: {hv:?} vs {hv_ref:?}"
+        );
+    }
 }
 
 /// A scan with data: a damped oscillator driven by the data, `(u, v)`
@@ -405,4 +446,32 @@ fn scan_with_data_matches_num_dual_and_the_unrolled_trace() {
     // A carry of nothing is refused, on every array.
     let r = optic_ad::scan(&Dense::new(vec![1.0, 2.0]), [], |c: [f64; 0], x| (c, x));
     assert!(matches!(r, Err(Error::EmptyInput(_))));
+}
+
+/// Sizes that cannot be held are errors, not panics or hangs: a scan of
+/// `usize::MAX` steps with per-step data, and `fold`'s default policy for
+/// `usize::MAX` steps (whose snapshot count is computed, not searched).
+#[test]
+fn impossible_loop_sizes_are_errors() {
+    use optic_ad::array::prims::Scan;
+    let mut b = optic_ad::Builder::new();
+    let (c, x) = (b.input(), b.input());
+    let y = b.add(c, x);
+    let body = b.finish(&[y, y]).unwrap();
+    assert!(matches!(
+        Scan::new(body, usize::MAX, 1, 1, 0, false),
+        Err(Error::AllocationFailed { .. })
+    ));
+    // Tracing a fold of usize::MAX steps records one instruction and
+    // returns at once (evaluating it would take forever; it is not run).
+    let p = array::trace(
+        |x: &[TArray]| {
+            let a = x[0].get(0)?;
+            let [c] = fold(usize::MAX, [a], |[c]: [TScalar; 1]| [c * 0.5])?;
+            Ok(c)
+        },
+        &[&[1.0]],
+    )
+    .unwrap();
+    assert!(p.len() < 10);
 }

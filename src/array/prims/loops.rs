@@ -3,12 +3,11 @@
 //! per-step data each time. A fold is a scan without per-step data or
 //! outputs.
 //!
-//! The rules are those of J. Bradbury et al.'s `jax.lax.scan` and of the
-//! fold derivatives in A. Shaikhha, A. Fitzgibbon, D. Vytiniotis and S.
-//! Peyton Jones, "Efficient differentiable programming in a functional
-//! array-processing language" (ICFP 2019), §5: each derivative of a scan
-//! is a scan again, so the optic functors apply to it as often as the
-//! order requires.
+//! The rules are those of `jax.lax.scan` (J. Bradbury et al., JAX) and of
+//! the forward and reverse folds (*FFold*, *RFold*) in T. Ellis, S. Peyton
+//! Jones and A. Fitzgibbon, "Working notes on automatic differentiation",
+//! §8: each derivative of a scan is a scan again, so the optic functors
+//! apply to it as often as the order requires.
 //!
 //! * **∂⃗** carries the tangent beside the carry: a scan of the body's
 //!   pushforward.
@@ -32,9 +31,17 @@ use crate::functor::{forward, reverse_joint, TaylorProgram};
 use crate::program::{Builder, Program, Var};
 
 thread_local! {
-    /// The registers a scan's body runs in (a body is scalar code and
-    /// never runs a scan itself, so one set per thread serves all).
+    /// The registers a scan's body runs in, one set per thread.
     static REGS: RefCell<Registers> = RefCell::new(Registers::new());
+}
+
+/// Runs `f` with this thread's loop registers, or with fresh ones where
+/// they are in use (a body whose user rule evaluates a loop itself).
+fn with_registers<R>(f: impl FnOnce(&mut Registers) -> R) -> R {
+    REGS.with(|r| match r.try_borrow_mut() {
+        Ok(mut regs) => f(&mut regs),
+        Err(_) => f(&mut Registers::new()),
+    })
 }
 
 /// `steps` applications of a scalar `body` to a carry of `carry` values:
@@ -118,7 +125,15 @@ impl Scan {
         consts: usize,
         reverse: bool,
     ) -> Result<Scan> {
-        crate::error::check_len("scan: body inputs", carry + xs + consts, body.n_inputs())?;
+        let n_in = carry
+            .checked_add(xs)
+            .and_then(|n| n.checked_add(consts))
+            .ok_or(Error::LengthMismatch {
+                what: "scan: body inputs (carry + per-step + constants)",
+                expected: usize::MAX,
+                got: body.n_inputs(),
+            })?;
+        crate::error::check_len("scan: body inputs", n_in, body.n_inputs())?;
         if carry == 0 || body.n_outputs() < carry {
             return Err(Error::LengthMismatch {
                 what: "scan: body outputs (at least the carry, at least one)",
@@ -130,6 +145,15 @@ impl Scan {
             return Err(Error::Unsupported(
                 "a loop body that compares values (its comparisons would become guards)",
             ));
+        }
+        // The per-step data and outputs, and the carries a pullback keeps,
+        // must be countable.
+        let per_step = (body.n_outputs() + xs).max(carry);
+        if per_step.checked_mul(steps).is_none() {
+            return Err(Error::AllocationFailed {
+                what: "scan: per-step values",
+                elements: usize::MAX,
+            });
         }
         Ok(Scan {
             body: Arc::new(Executable::new(body)),
@@ -156,7 +180,7 @@ impl Scan {
     /// The snapshots of the pullback's checkpointing, if it checkpoints
     /// (fewer snapshots than steps; with as many, every carry is kept).
     fn checkpointed(&self) -> Option<usize> {
-        self.snapshots.filter(|&s| s + 1 < self.steps)
+        self.snapshots.filter(|&s| s < self.steps.saturating_sub(1))
     }
 
     /// The body.
@@ -176,7 +200,14 @@ impl Scan {
 
     /// The value's length: the carry, then `ys · steps`.
     fn out_len(&self) -> usize {
-        self.carry + self.ys() * self.steps
+        self.checked_out_len().unwrap_or(usize::MAX)
+    }
+
+    /// [`Scan::out_len`], `None` where it overflows.
+    fn checked_out_len(&self) -> Option<usize> {
+        self.ys()
+            .checked_mul(self.steps)
+            .and_then(|n| n.checked_add(self.carry))
     }
 
     /// Step `s` reads element `i` of the per-step data.
@@ -327,14 +358,26 @@ impl ArrayPrimitive for Scan {
                 })
             }
         };
+        let too_long = |what| Error::AllocationFailed {
+            what,
+            elements: usize::MAX,
+        };
         want(args[0], self.carry, "scan: initial carry")?;
         if let Some(c) = c {
             want(args[c], self.consts, "scan: constants")?;
         }
         if let Some(x) = x {
-            want(args[x], self.xs * self.steps, "scan: per-step data")?;
+            let len = self.xs.checked_mul(self.steps);
+            want(
+                args[x],
+                len.ok_or(too_long("scan: per-step data"))?,
+                "scan: per-step data",
+            )?;
         }
-        Ok(Shape::Vector(self.out_len()))
+        let out = self
+            .checked_out_len()
+            .ok_or(too_long("scan: per-step outputs"))?;
+        Ok(Shape::Vector(out))
     }
 
     fn key(&self, words: &mut Vec<u64>) {
@@ -380,14 +423,13 @@ impl ArrayPrimitive for Scan {
         let (input, output) = scratch.split_at_mut(n_in);
         input[..k].copy_from_slice(args.first().copied().unwrap_or(&[]));
         input[k + x..].copy_from_slice(consts);
-        let ok = REGS.with(|r| {
-            let mut regs = r.borrow_mut();
+        let ok = with_registers(|regs| {
             for s in 0..n {
                 let i = self.index(s);
                 for j in 0..x {
                     input[k + j] = data[j * n + i];
                 }
-                if self.body.eval_f64(&mut regs, input, output).is_err() {
+                if self.body.eval_f64(regs, input, output).is_err() {
                     return false;
                 }
                 input[..k].copy_from_slice(&output[..k]);
@@ -414,12 +456,7 @@ impl ArrayPrimitive for Scan {
             let (c, xp) = self.positions();
             let mut rargs = args.to_vec();
             rargs.push(ct);
-            let revolve = Revolve {
-                scan: self.clone(),
-                snapshots,
-                derived: Arc::default(),
-            };
-            let r = b.apply(revolve, &rargs);
+            let r = b.apply(Revolve::new(self.clone(), snapshots), &rargs);
             let mut contribs = vec![Some(b.slice(r, 0, k))];
             if c.is_some() {
                 contribs.push(Some(b.slice(r, k, p)));
@@ -670,9 +707,11 @@ impl fmt::Debug for Revolve {
 impl Revolve {
     /// The pullback of `scan` with `snapshots` snapshots (at least 1).
     pub fn new(scan: Scan, snapshots: usize) -> Revolve {
+        // More snapshots than steps keep nothing more.
+        let snapshots = snapshots.clamp(1, scan.steps.max(1));
         Revolve {
             scan,
-            snapshots: snapshots.max(1),
+            snapshots,
             derived: Arc::default(),
         }
     }
@@ -867,6 +906,7 @@ impl ArrayPrimitive for Revolve {
             });
         }
         let s = &self.scan;
+        // The scan's shape rule has checked that xs · steps fits.
         Ok(Shape::Vector(s.carry + s.consts + s.xs * s.steps))
     }
 
@@ -926,8 +966,7 @@ impl ArrayPrimitive for Revolve {
         r_in[nr_in - p..].copy_from_slice(consts);
         let mut top = 1;
         let mut ok = true;
-        REGS.with(|regs| {
-            let mut regs = regs.borrow_mut();
+        with_registers(|regs| {
             binomial_schedule(n, self.snapshots, |a| {
                 if !ok {
                     return;
@@ -941,7 +980,7 @@ impl ArrayPrimitive for Revolve {
                             for j in 0..x {
                                 f_in[k + j] = data[j * n + i];
                             }
-                            ok &= s.body.eval_f64(&mut regs, f_in, f_out).is_ok();
+                            ok &= s.body.eval_f64(regs, f_in, f_out).is_ok();
                             work.copy_from_slice(&f_out[..k]);
                         }
                     }
@@ -961,7 +1000,7 @@ impl ArrayPrimitive for Revolve {
                         for j in 0..y {
                             r_in[d + k + x + j] = ct[k + j * n + i];
                         }
-                        ok &= rev.body.eval_f64(&mut regs, r_in, r_out).is_ok();
+                        ok &= rev.body.eval_f64(regs, r_in, r_out).is_ok();
                         r_in[..k + p].copy_from_slice(&r_out[..k + p]);
                         for j in 0..x {
                             out[k + p + j * n + i] = r_out[k + p + j];
