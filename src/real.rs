@@ -37,6 +37,10 @@ macro_rules! elementary {
 /// Comparisons (`<`, `==`, also against `f64`) compare primal values; on a
 /// [`Tracer`](crate::Tracer) they are recorded as guards of the program.
 ///
+/// Constants also come in as `T::from(2.0)` or `2.0.into()` (`From<f64>`,
+/// the same as [`Real::cst`]), and iterators of numbers add up with
+/// `sum()` and multiply with `product()` (`0` and `1` when empty).
+///
 /// The trait is sealed: it is implemented for `f64`, [`Dual64`](num_dual::Dual64),
 /// [`Dual2_64`](num_dual::Dual2_64), [`Dual3_64`](num_dual::Dual3_64),
 /// [`HyperDual64`](num_dual::HyperDual64) and [`Tracer`](crate::Tracer). On the num-dual
@@ -80,6 +84,9 @@ pub trait Real:
     + SubAssign
     + MulAssign
     + DivAssign
+    + From<f64>
+    + std::iter::Sum
+    + std::iter::Product
     + 'static
     + private::Internal
 {
@@ -280,3 +287,33 @@ impl Real for f64 {
         c
     }
 }
+
+/// `From<f64>`, `Sum` and `Product` for a traced scalar type, through its
+/// constants and its `+` and `·` (an empty sum is `0`, an empty product
+/// `1`; a single term is itself).
+macro_rules! traced_conversions {
+    ($t:ty) => {
+        impl From<f64> for $t {
+            fn from(c: f64) -> Self {
+                <$t as $crate::Real>::cst(c)
+            }
+        }
+        impl std::iter::Sum for $t {
+            fn sum<I: Iterator<Item = Self>>(mut it: I) -> Self {
+                match it.next() {
+                    Some(first) => it.fold(first, |a, b| a + b),
+                    None => <$t as $crate::Real>::cst(0.0),
+                }
+            }
+        }
+        impl std::iter::Product for $t {
+            fn product<I: Iterator<Item = Self>>(mut it: I) -> Self {
+                match it.next() {
+                    Some(first) => it.fold(first, |a, b| a * b),
+                    None => <$t as $crate::Real>::cst(1.0),
+                }
+            }
+        }
+    };
+}
+pub(crate) use traced_conversions;

@@ -958,3 +958,59 @@ fn tracers_show_their_value() {
     assert_eq!(y.value(), None);
     assert!(format!("{y:?}").starts_with("Tracer(finished trace"));
 }
+
+/// Constants through `From<f64>` and iterator sums and products, in code
+/// generic over `Real`: `f(x) = Σ xᵢ² · 2 + Π xᵢ + 0.5` (closed-form
+/// gradient `4xᵢ + Π_{j≠i} xⱼ`), on f64, num-dual, the scalar trace and the
+/// array trace; empty sums and products are 0 and 1.
+#[test]
+fn constants_by_from_and_iterator_sums_and_products() {
+    fn f<T: optic_ad::Real>(x: &[T]) -> T {
+        let two = T::from(2.0);
+        let half: T = 0.5.into();
+        let s: T = x.iter().map(|&t| t * t * two).sum();
+        let p: T = x.iter().copied().product();
+        s + p + half
+    }
+    let x = [0.7, -1.3, 2.1];
+    let prod: f64 = x.iter().product();
+    let want: Vec<f64> = x.iter().map(|&t| 4.0 * t + prod / t).collect();
+    assert_eq!(
+        f(&x),
+        x.iter().map(|t| 2.0 * t * t).sum::<f64>() + prod + 0.5
+    );
+    let g = optic_ad::gradient(f, &x).unwrap();
+    for (a, b) in g.iter().zip(&want) {
+        assert!((a - b).abs() < 1e-13, "{g:?} vs {want:?}");
+    }
+    let d = f(&[num_dual::Dual64::new(x[0], 1.0), x[1].into(), x[2].into()]);
+    assert!((d.eps - want[0]).abs() < 1e-13);
+    use optic_ad::array::Array;
+    let ga = optic_ad::array::gradient(
+        |v| {
+            let s: Vec<_> = (0..3).map(|i| v.get(i)).collect::<optic_ad::Result<_>>()?;
+            Ok(f(&s))
+        },
+        &x,
+    )
+    .unwrap();
+    for (a, b) in ga.iter().zip(&want) {
+        assert!((a - b).abs() < 1e-13, "{ga:?} vs {want:?}");
+    }
+    let empty: [f64; 0] = [];
+    assert_eq!(empty.iter().copied().sum::<f64>(), 0.0);
+    let e = optic_ad::trace(
+        |t| {
+            let none: Vec<optic_ad::Tracer> = Vec::new();
+            vec![
+                t[0] + none.iter().copied().sum::<optic_ad::Tracer>(),
+                t[0] * none.into_iter().product::<optic_ad::Tracer>(),
+            ]
+        },
+        &[3.0],
+    )
+    .unwrap()
+    .eval(&[3.0])
+    .unwrap();
+    assert_eq!(e, vec![3.0, 3.0]);
+}

@@ -649,6 +649,8 @@ fn trace_loop(
     ))
 }
 
+crate::real::traced_conversions!(TScalar);
+
 impl Real for TScalar {
     fn cst(c: f64) -> Self {
         constant(c)

@@ -466,6 +466,8 @@ impl private::Internal for Tracer {
     }
 }
 
+crate::real::traced_conversions!(Tracer);
+
 impl Real for Tracer {
     fn cst(c: f64) -> Self {
         constant(c)
