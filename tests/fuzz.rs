@@ -713,18 +713,17 @@ enum ArrayStep {
     Fold(usize, Prim, i32),
 }
 
-/// The unary primitives.
-fn unary_for_fold() -> Vec<Prim> {
+/// The unary primitives (of the map and fold steps).
+fn unary_prims() -> Vec<Prim> {
     Prim::all().filter(|p| p.arity() == 1).collect()
 }
 
 fn array_step() -> impl Strategy<Value = ArrayStep> {
-    let prims: Vec<Prim> = Prim::all().collect();
-    let unary: Vec<Prim> = prims.iter().copied().filter(|p| p.arity() == 1).collect();
-    let binary: Vec<Prim> = prims.iter().copied().filter(|p| p.arity() == 2).collect();
+    let unary = unary_prims();
+    let binary: Vec<Prim> = Prim::all().filter(|p| p.arity() == 2).collect();
     let idx = prop::collection::vec(prop_oneof![4 => 0usize..6, 1 => any::<usize>()], 0..6);
     prop_oneof![
-        (prop::sample::select(unary), -3i32..4).prop_map(|(p, k)| ArrayStep::Map(p, k)),
+        (prop::sample::select(unary.clone()), -3i32..4).prop_map(|(p, k)| ArrayStep::Map(p, k)),
         (prop::sample::select(binary), 0usize..4).prop_map(|(p, j)| ArrayStep::Map2(p, j)),
         prop::collection::vec(0usize..6, 0..5).prop_map(ArrayStep::MapN),
         (0usize..7, 0usize..7).prop_map(|(s, l)| ArrayStep::Slice(s, l)),
@@ -743,11 +742,7 @@ fn array_step() -> impl Strategy<Value = ArrayStep> {
         (0usize..5, 0usize..5, 0usize..3).prop_map(|(r, c, a)| ArrayStep::SumAxis(r, c, a)),
         (0usize..5, 0usize..5, 0usize..3).prop_map(|(r, c, a)| ArrayStep::BroadcastAxis(r, c, a)),
         (0usize..5, 0usize..5, 0usize..4).prop_map(|(r, c, i)| ArrayStep::MatVecTraced(r, c, i)),
-        (
-            any::<usize>(),
-            prop::sample::select(unary_for_fold()),
-            -3i32..4
-        )
+        (any::<usize>(), prop::sample::select(unary), -3i32..4)
             .prop_map(|(n, p, k)| ArrayStep::Fold(n, p, k)),
     ]
 }

@@ -643,18 +643,19 @@ impl ArrayProgram {
         inputs: &[AVar],
         emit: impl FnMut(&mut ArrayBuilder, usize, &Arc<Program>, &[AVar]) -> Vec<AVar>,
     ) -> Vec<AVar> {
-        self.inline_with_prims(b, inputs, emit, |_, _, _, _| None)
+        self.inline_with_prims(b, inputs, emit, |_, _, _, _, _| None)
     }
 
     /// [`ArrayProgram::inline_with`] where `prim(builder, index, operation,
-    /// mapped arguments)` may emit an operation of the table itself
-    /// (`Some(value)`); `None` copies it.
+    /// its operands, the values so far)` may emit an operation of the table
+    /// itself (`Some(value)`, its operands renamed through the values so
+    /// far); `None` copies it.
     pub(crate) fn inline_with_prims(
         &self,
         b: &mut ArrayBuilder,
         inputs: &[AVar],
         mut emit: impl FnMut(&mut ArrayBuilder, usize, &Arc<Program>, &[AVar]) -> Vec<AVar>,
-        mut prim: impl FnMut(&mut ArrayBuilder, usize, &ArrayPrim, &[AVar]) -> Option<AVar>,
+        mut prim: impl FnMut(&mut ArrayBuilder, usize, &ArrayPrim, &[AVar], &[AVar]) -> Option<AVar>,
     ) -> Vec<AVar> {
         if let Some(e) = &self.defect {
             b.poison(e.clone());
@@ -676,8 +677,7 @@ impl ArrayProgram {
                     continue;
                 }
                 ArrayOp::Prim { prim: p, args } => {
-                    let args: Operands = args.iter().map(m).collect();
-                    let v = match prim(b, i, p, &args) {
+                    let v = match prim(b, i, p, args, &map) {
                         Some(v) => v,
                         None => b.copy_op(&self.ops[i], self.shapes[i], &self.shapes, &map),
                     };

@@ -133,8 +133,9 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
         &mut b,
         &xs,
         |b, _, body, args| b.map(body.clone(), args),
-        |b, i, prim, args| {
-            let (v, r) = prim.left(b, args)?;
+        |b, i, prim, args, map| {
+            let args: Operands = args.iter().map(|a| map[a.index()]).collect();
+            let (v, r) = prim.left(b, &args)?;
             residual[i] = Some(r);
             Some(v)
         },
@@ -284,11 +285,14 @@ pub(crate) fn forward_with(p: &ArrayProgram, joint: bool) -> Result<ArrayProgram
             }
             ArrayOp::Prim { prim, args } => {
                 let ts: Vec<Option<AVar>> = args.iter().map(|a| tangent[a.index()]).collect();
-                let margs: Operands = args.iter().map(|a| map[a.index()]).collect();
                 if ts.iter().all(Option::is_none) {
                     map.push(b.copy_op(&p.ops[i], shape, &p.shapes, &map));
-                    None
-                } else if let Some((v, t)) = joint
+                    tangent[i] = None;
+                    i += 1;
+                    continue;
+                }
+                let margs: Operands = args.iter().map(|a| map[a.index()]).collect();
+                if let Some((v, t)) = joint
                     .then(|| prim.jvp(&mut b, &margs, &ts, shape))
                     .flatten()
                 {

@@ -59,6 +59,37 @@ fn with_registers<R>(f: impl FnOnce(&mut Registers) -> R) -> R {
 ///
 /// Its derivatives are scans again (see the module's documentation); its
 /// Taylor rule carries jets through the body's Taylor program.
+/// [`crate::fold`] and [`crate::scan`] record it from user code.
+///
+/// # Example
+///
+/// `c ← c·xᵢ + p` over `x = (2, 3)` from `c = 1`, `p = 0.5`, with the
+/// carry after each step as per-step output: `(1·2 + 0.5) = 2.5`, then
+/// `2.5·3 + 0.5 = 8`.
+///
+/// ```
+/// use optic_ad::array::prims::Scan;
+/// use optic_ad::array::{ArrayBuilder, Shape};
+/// use optic_ad::Builder;
+///
+/// let mut b = Builder::new();
+/// let (c, x, p) = (b.input(), b.input(), b.input());
+/// let cx = b.mul(c, x);
+/// let next = b.add(cx, p);
+/// let body = b.finish(&[next, next]).unwrap(); // (carry, per-step output)
+/// let scan = Scan::new(body, 2, 1, 1, 1, false).unwrap();
+///
+/// let mut ab = ArrayBuilder::new();
+/// let (init, consts, xs) = (
+///     ab.input(Shape::Vector(1)),
+///     ab.input(Shape::Vector(1)),
+///     ab.input(Shape::Vector(2)),
+/// );
+/// let y = ab.scan(scan, &[init, consts, xs]);
+/// let prog = ab.finish(&[y]).unwrap();
+/// let out = prog.eval(&[&[1.0], &[0.5], &[2.0, 3.0]]).unwrap();
+/// assert_eq!(out[0], vec![8.0, 2.5, 8.0]); // final carry, then the outputs
+/// ```
 #[derive(Clone)]
 pub struct Scan {
     body: Arc<Executable>,
@@ -217,6 +248,21 @@ impl Scan {
         } else {
             s
         }
+    }
+
+    /// The operands' cotangents from the value `r = (c̄₀, p̄, x̄s)` of the
+    /// reversed scan (or of [`Revolve`]), one per operand of this scan.
+    fn operand_cotangents(&self, b: &mut ArrayBuilder, r: AVar) -> Vec<Option<AVar>> {
+        let (k, x, p, n) = (self.carry, self.xs, self.consts, self.steps);
+        let (c, xp) = self.positions();
+        let mut contribs = vec![Some(b.slice(r, 0, k))];
+        if c.is_some() {
+            contribs.push(Some(b.slice(r, k, p)));
+        }
+        if xp.is_some() {
+            contribs.push(Some(b.slice(r, k + p, x * n)));
+        }
+        contribs
     }
 
     /// The operands' positions: constants and per-step data, if present.
@@ -452,19 +498,10 @@ impl ArrayPrimitive for Scan {
         if let Some(snapshots) = self.checkpointed() {
             // The carries recomputed from snapshots: one instruction whose
             // value is the reversed scan's.
-            let (k, x, p, n) = (self.carry, self.xs, self.consts, self.steps);
-            let (c, xp) = self.positions();
             let mut rargs = args.to_vec();
             rargs.push(ct);
             let r = b.apply(Revolve::new(self.clone(), snapshots), &rargs);
-            let mut contribs = vec![Some(b.slice(r, 0, k))];
-            if c.is_some() {
-                contribs.push(Some(b.slice(r, k, p)));
-            }
-            if xp.is_some() {
-                contribs.push(Some(b.slice(r, k + p, x * n)));
-            }
-            return contribs;
+            return self.operand_cotangents(b, r);
         }
         let t = b.apply_prim(self.states_scan(), args);
         self.right(b, args, t, ct)
@@ -487,7 +524,7 @@ impl ArrayPrimitive for Scan {
         residual: AVar,
         ct: AVar,
     ) -> Vec<Option<AVar>> {
-        let (k, x, p, y, n) = (self.carry, self.xs, self.consts, self.ys(), self.steps);
+        let (k, p, y, n) = (self.carry, self.consts, self.ys(), self.steps);
         let (c, xp) = self.positions();
         let states = b.slice(residual, self.out_len(), k * n);
         let ct_carry = b.slice(ct, 0, k);
@@ -511,14 +548,7 @@ impl ArrayPrimitive for Scan {
         }
         rargs.push(data);
         let r = b.apply_prim(self.pullback_scan(), &rargs);
-        let mut contribs = vec![Some(b.slice(r, 0, k))];
-        if c.is_some() {
-            contribs.push(Some(b.slice(r, k, p)));
-        }
-        if xp.is_some() {
-            contribs.push(Some(b.slice(r, k + p, x * n)));
-        }
-        contribs
+        self.operand_cotangents(b, r)
     }
 
     fn pushforward(
@@ -680,6 +710,35 @@ impl ArrayPrimitive for Scan {
 /// Its derivatives are those of the stored form it equals (the scan of the
 /// carries, then the reversed scan), built once: checkpointing bounds the
 /// memory of the gradient; a second derivative through it keeps the carries.
+/// A scan with [`Scan::with_snapshots`] emits it in its pullback.
+///
+/// # Example
+///
+/// The gradient of `c ← c·p` over 100 steps (`c₁₀₀ = c₀ p¹⁰⁰`) with two
+/// snapshots, against the closed form:
+///
+/// ```
+/// use optic_ad::array::prims::Scan;
+/// use optic_ad::array::{reverse_joint, ArrayBuilder, Shape};
+/// use optic_ad::Builder;
+///
+/// let mut b = Builder::new();
+/// let (c, p) = (b.input(), b.input());
+/// let next = b.mul(c, p);
+/// let scan = Scan::new(b.finish(&[next]).unwrap(), 100, 1, 0, 1, false)
+///     .unwrap()
+///     .with_snapshots(Some(2));
+/// let mut ab = ArrayBuilder::new();
+/// let (c0, p) = (ab.input(Shape::Vector(1)), ab.input(Shape::Vector(1)));
+/// let y = ab.scan(scan, &[c0, p]);
+/// let y = ab.sum(y);
+/// let prog = ab.finish(&[y]).unwrap();
+/// let joint = reverse_joint(&prog).unwrap();
+/// assert!(joint.to_string().contains("revolve (2 snapshots)"));
+/// let out = joint.eval(&[&[1.5], &[1.01], &[1.0]]).unwrap();
+/// let want = 1.5 * 100.0 * 1.01_f64.powi(99); // ∂c₁₀₀/∂p
+/// assert!((out[2][0] - want).abs() <= 1e-12 * want);
+/// ```
 #[derive(Clone)]
 pub struct Revolve {
     scan: Scan,
