@@ -179,6 +179,92 @@ pub fn fold_with<T: Real, const K: usize>(
     Ok(c)
 }
 
+/// A bounded loop whose trip count depends on the data: from `c = init`,
+/// `c = body(c)` while `cond(&c)` holds, at most `max_steps` times (a
+/// Newton solve to a tolerance, steps until a threshold). The final carry;
+/// a loop that reaches `max_steps` stops there (check `cond` on the
+/// result to tell).
+///
+/// Its derivatives are those of the path taken, as a branch's are (the
+/// trip count is piecewise constant in the point; where it jumps the
+/// function is not differentiable).
+///
+/// On `f64` and num-dual numbers this is a plain loop. On the array trace
+/// the trip count `n` is read at the trace point and the loop is one
+/// [`Scan`](crate::array::prims::Scan) instruction of `n` steps of the
+/// body, traced once, differentiated as [`fold`] is; each comparison of
+/// `cond` (and of `body`) is kept per step, and a guard checks that at
+/// every step it comes out as it did at the trace point, and that `cond`
+/// fails at the last carry. At a point where the trip count differs the
+/// guard fails ([`Error::GuardFailed`]) and the array drivers
+/// ([`crate::array::Gradient`], [`crate::array::Hvp`], …) re-trace there:
+/// a derivative is never that of another trip count. On the scalar trace
+/// ([`crate::Tracer`]) the loop is unrolled, each evaluation of `cond` a
+/// guard.
+///
+/// Cost on the array trace: the comparisons' operands are stored per step
+/// (two values each), and the condition's path must be the same at every
+/// step where it holds (`x > a && y > b` is; `x > a || y > b` switching
+/// from one to the other between steps is refused).
+///
+/// Shapes: the carry is `[T; K]` with `K ≥ 1`.
+///
+/// # Errors
+///
+/// On the array trace: [`Error::Unsupported`] if a comparison of `cond`
+/// or `body` comes out differently at different steps at the trace point
+/// (a different branch), or for a `while_loop` inside another loop's body;
+/// [`Error::EmptyInput`] for an empty carry; those of [`fold`]. Never on
+/// plain numbers.
+///
+/// # Example
+///
+/// Newton's method for `√a`, `x ← (x + a/x)/2` until the residual
+/// `|x² − a|` is below 10⁻¹², and its derivative in `a`, `1/(2√a)`:
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{self, Array};
+/// use optic_ad::{while_loop, Real, Result};
+///
+/// fn sqrt<T: Real>(a: T) -> Result<T> {
+///     let [x] = while_loop(100, [a], |[x]| (*x * *x - a).abs() > 1e-12, |[x]: [T; 1]| {
+///         [(x + a / x) * 0.5]
+///     })?;
+///     Ok(x)
+/// }
+/// assert_relative_eq!(sqrt(2.0).unwrap(), 2f64.sqrt(), max_relative = 1e-15);
+/// let g = array::gradient(|x| sqrt(x.get(0)?), &[2.0]).unwrap();
+/// assert_relative_eq!(g[0], 0.5 / 2f64.sqrt(), max_relative = 1e-12);
+/// ```
+pub fn while_loop<T: Real, const K: usize>(
+    max_steps: usize,
+    init: [T; K],
+    cond: impl Fn(&[T; K]) -> bool,
+    body: impl Fn([T; K]) -> [T; K],
+) -> Result<[T; K]> {
+    let as_array = |c: &[T]| <[T; K]>::try_from(c).ok();
+    let test = |c: &[T]| as_array(c).is_some_and(|a| cond(&a));
+    let step = |c: &[T]| -> Vec<T> { as_array(c).map_or_else(|| c.to_vec(), |a| body(a).to_vec()) };
+    if let Some(r) = T::while_traced(max_steps, &init, &test, &step) {
+        let out = r?;
+        let n = out.len();
+        return <[T; K]>::try_from(out).map_err(|_| Error::LengthMismatch {
+            what: "while_loop: carry",
+            expected: K,
+            got: n,
+        });
+    }
+    let mut c = init;
+    for _ in 0..max_steps {
+        if !cond(&c) {
+            break;
+        }
+        c = body(c);
+    }
+    Ok(c)
+}
+
 /// A loop over the elements of `xs` that threads a carry and emits one
 /// output per element: `(c, yᵢ) = body(c, xᵢ)` for `i = 0, 1, …`, from
 /// `c = init`; the final carry and the outputs `y` (as long as `xs`).

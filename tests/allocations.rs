@@ -183,15 +183,24 @@ fn array_drivers_do_not_allocate() {
 }
 
 /// Loops: a Runge–Kutta `fold` (one loop instruction on the array trace,
-/// with a capture), through every array driver.
+/// with a capture), then a `while_loop` (its per-step comparisons and
+/// guards), through every array driver.
 fn loop_model<A: optic_ad::array::Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+    use optic_ad::Real;
     let (a, b) = (x.get(0)?, x.get(1)?);
     let [u, v] = optic_ad::fold(50, [a, b], |[u, v]: [A::Scalar; 2]| {
         let du = u * 0.5 - u * v * a * 0.01;
         let dv = u * v * 0.01 - v * 0.3;
         [u + du * 0.02, v + dv * 0.02]
     })?;
-    Ok(u * v + x.sum())
+    let zero = A::Scalar::cst(0.0);
+    let [w, _] = optic_ad::while_loop(
+        60,
+        [u, zero],
+        |[_, t]| *t < 0.99,
+        |[w, t]: [A::Scalar; 2]| [w * 0.99 + v * 0.001, t + 0.02],
+    )?;
+    Ok(u * v + w + x.sum())
 }
 
 #[test]

@@ -711,6 +711,9 @@ enum ArrayStep {
     /// scalars, its body applying a unary primitive and reading the
     /// running scalar of the enclosing function (a capture).
     Fold(usize, Prim, i32),
+    /// A `while_loop` of at most this many steps (modulo 40) while the
+    /// first carried value is below the bound, a capture in its body.
+    While(usize, f64),
 }
 
 /// The unary primitives (of the map and fold steps).
@@ -744,6 +747,7 @@ fn array_step() -> impl Strategy<Value = ArrayStep> {
         (0usize..5, 0usize..5, 0usize..4).prop_map(|(r, c, i)| ArrayStep::MatVecTraced(r, c, i)),
         (any::<usize>(), prop::sample::select(unary), -3i32..4)
             .prop_map(|(n, p, k)| ArrayStep::Fold(n, p, k)),
+        (any::<usize>(), -2.0f64..4.0).prop_map(|(n, b)| ArrayStep::While(n, b)),
     ]
 }
 
@@ -860,6 +864,22 @@ fn run_array_steps<A: optic_ad::array::Array>(
                     let t = <A::Scalar as Real>::apply(*p, *k, &[a]);
                     [t * 0.5 + b * 0.25, b * 0.9 + a * captured * 0.01]
                 })?;
+                s += a * b;
+                cur
+            }
+            ArrayStep::While(n, bound) => {
+                let captured = s;
+                let [a, b] = optic_ad::while_loop(
+                    n % 40,
+                    [s, cur.sum()],
+                    |[a, _]| *a < *bound,
+                    |[a, b]: [A::Scalar; 2]| {
+                        [
+                            a * 0.9 + b.tanh() * 0.05 + 0.1,
+                            b * 0.95 + a * captured * 0.01,
+                        ]
+                    },
+                )?;
                 s += a * b;
                 cur
             }

@@ -475,3 +475,258 @@ fn impossible_loop_sizes_are_errors() {
     .unwrap();
     assert!(p.len() < 10);
 }
+
+/// A random bounded loop: a clock `t` that advances by a data-dependent
+/// amount in `[0.25, 0.75]` each step, and a two-value state; the loop
+/// runs while `t < bound`, at most `max` steps, so the trip count depends
+/// on the point and sometimes the bound stops it.
+#[derive(Clone, Debug)]
+struct RandomWhile {
+    coef: [f64; 4],
+    bound: f64,
+    max: usize,
+    x: Vec<f64>,
+    v: Vec<f64>,
+}
+
+fn random_while() -> impl Strategy<Value = RandomWhile> {
+    (
+        prop::array::uniform4(-1.0f64..1.0),
+        0.0f64..12.0,
+        0usize..30,
+        prop::collection::vec(-1.0f64..1.0, 4),
+        prop::collection::vec(-1.0f64..1.0, 4),
+    )
+        .prop_map(|(coef, bound, max, x, v)| RandomWhile {
+            coef,
+            bound,
+            max,
+            x,
+            v,
+        })
+}
+
+fn random_while_body<T: Real>(l: &RandomWhile, p: &[T]) -> Result<T> {
+    let c = l.coef;
+    let bound = l.bound;
+    let [a, b, t] = optic_ad::while_loop(
+        l.max,
+        [p[0], p[1], T::cst(0.0)],
+        |[_, _, t]| *t < bound,
+        |[a, b, t]: [T; 3]| {
+            let s = (a * c[0] + b * p[2]).tanh();
+            let u = (b * c[1] - a * a * 0.1 + p[3]).sin();
+            [a * 0.8 + s * c[2], b * 0.7 + u * c[3], t + 0.5 + s * 0.25]
+        },
+    )?;
+    Ok(a * b + a.exp() * 0.1 + t * p[2])
+}
+
+/// The trip count of a random bounded loop at `x`, by the plain loop.
+fn trip_count(l: &RandomWhile, x: &[f64]) -> usize {
+    let c = l.coef;
+    let (mut a, mut b, mut t) = (x[0], x[1], 0.0);
+    let mut n = 0;
+    while n < l.max && t < l.bound {
+        let s = (a * c[0] + b * x[2]).tanh();
+        let u = (b * c[1] - a * a * 0.1 + x[3]).sin();
+        (a, b, t) = (a * 0.8 + s * c[2], b * 0.7 + u * c[3], t + 0.5 + s * 0.25);
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn random_while_loops_match_the_unrolled_trace_and_num_dual() {
+    check("random while loops", 64, random_while(), |l, worst| {
+        let f = |p: &TArray| random_while_body(&l, &scalars(p)?);
+        let g = array::gradient(f, &l.x).unwrap();
+        let g_ref = optic_ad::gradient(|p| random_while_body(&l, p), &l.x).unwrap();
+        let e = max_err(&g, &g_ref);
+        worst.note(e);
+        prop_assert!(e < 1e-12, "gradient {g:?} vs unrolled {g_ref:?}");
+        let hv = array::hvp(f, &l.x, &l.v).unwrap();
+        let hv_ref = optic_ad::hvp(|p| random_while_body(&l, p), &l.x, &l.v).unwrap();
+        let e = max_err(&hv, &hv_ref);
+        worst.note(e);
+        prop_assert!(e < 1e-12, "Hv {hv:?} vs unrolled {hv_ref:?}");
+        let t = array::taylor::<U3>(f, &l.x, &l.v).unwrap();
+        let xd: Vec<Dual3_64> = (0..4)
+            .map(|i| Dual3_64::new(l.x[i], l.v[i], 0.0, 0.0))
+            .collect();
+        let d = random_while_body(&l, &xd).unwrap();
+        let e = max_err(&[t[0], t[1], t[2], t[3]], &[d.re, d.v1, d.v2, d.v3]);
+        worst.note(e);
+        prop_assert!(e < 1e-10, "Taylor {t:?} vs Dual3 {d:?}");
+        // The trace is one loop of the trip count at the trace point.
+        let prog = array::trace(|x: &[TArray]| f(&x[0]), &[&l.x]).unwrap();
+        let loops: Vec<usize> = prog
+            .ops()
+            .iter()
+            .filter_map(|op| Some(op.prim::<optic_ad::array::prims::Scan>()?.0.steps()))
+            .collect();
+        let n = trip_count(&l, &l.x);
+        prop_assert!(
+            loops == if n == 0 { vec![] } else { vec![n] },
+            "{loops:?}, n = {n}"
+        );
+        Ok(())
+    });
+}
+
+/// Newton's method for the cube root: `x ← x − (x³ − a)/(3x²)` while the
+/// residual `|x³ − a|` exceeds 10⁻¹³ relative.
+fn cbrt<T: Real>(a: T) -> Result<T> {
+    let [x] = optic_ad::while_loop(
+        200,
+        [T::cst(1.0)],
+        |[x]| (*x * *x * *x - a).abs() > a.abs() * 1e-13,
+        |[x]: [T; 1]| [x - (x * x * x - a) / (x * x * 3.0)],
+    )?;
+    Ok(x)
+}
+
+fn cbrt_newton_steps(a: f64) -> usize {
+    let mut x = 1.0f64;
+    let mut n = 0;
+    while (x * x * x - a).abs() > a.abs() * 1e-13 {
+        x -= (x * x * x - a) / (x * x * 3.0);
+        n += 1;
+    }
+    n
+}
+
+#[test]
+fn a_newton_solve_differentiates_to_the_closed_form_and_re_traces_where_the_trip_count_changes() {
+    // d/da a^(1/3) = a^(−2/3)/3, d² = −(2/9) a^(−5/3), d³ = (10/27) a^(−8/3).
+    let closed = |a: f64| {
+        [
+            a.cbrt(),
+            a.powf(-2.0 / 3.0) / 3.0,
+            -2.0 / 9.0 * a.powf(-5.0 / 3.0),
+            10.0 / 27.0 * a.powf(-8.0 / 3.0),
+        ]
+    };
+    let f = |x: &TArray| cbrt(x.get(0)?);
+    let (a0, a1) = (2.0, 50.0);
+    assert_ne!(cbrt_newton_steps(a0), cbrt_newton_steps(a1));
+    for a in [a0, a1] {
+        let want = closed(a);
+        let t = array::taylor::<U3>(f, &[a], &[1.0]).unwrap();
+        // The derivatives along v = 1: f, f', f'', f'''.
+        let got = [t[0], t[1], t[2], t[3]];
+        assert!(max_err(&got, &want) < 1e-12, "a = {a}: {got:?} vs {want:?}");
+        let hv = array::hvp(f, &[a], &[1.0]).unwrap();
+        assert!(max_err(&hv, &want[2..3]) < 1e-12, "{hv:?} vs {want:?}");
+    }
+    // A gradient built at a0 and evaluated at a1 (more Newton steps):
+    // the guard fails and the driver re-traces there.
+    let mut g = array::Gradient::new(f, &[a0]).unwrap();
+    let mut grad = [0.0];
+    let y = g.eval(&[a1], &mut grad).unwrap();
+    assert!(max_err(&[y, grad[0]], &closed(a1)[..2]) < 1e-12);
+    // And back, to fewer steps.
+    let y = g.eval(&[a0], &mut grad).unwrap();
+    assert!(max_err(&[y, grad[0]], &closed(a0)[..2]) < 1e-12);
+    let mut h = array::Hvp::new(f, &[a0]).unwrap();
+    let mut hv = [0.0];
+    h.eval(&[a1], &[1.0], &mut hv).unwrap();
+    assert!(max_err(&hv, &closed(a1)[2..3]) < 1e-12, "{hv:?}");
+    // A raw program reports the changed trip count, in both directions.
+    let prog = array::trace(|x: &[TArray]| f(&x[0]), &[&[8.0]]).unwrap();
+    assert_eq!(prog.eval(&[&[8.0]]).unwrap()[0][0], 2.0);
+    for a in [2.0, 50.0] {
+        assert_ne!(cbrt_newton_steps(a), cbrt_newton_steps(8.0));
+        assert!(
+            matches!(prog.eval(&[&[a]]), Err(Error::GuardFailed { .. })),
+            "a = {a}"
+        );
+    }
+    // The 2-optic of the nested-closure encoding through the loop: its
+    // last output is the second derivative (at the trace point; elsewhere
+    // its guards fail as the program's do).
+    let p2 = array::nest(&prog, 2).unwrap();
+    let out = p2.eval(&[&[8.0], &[1.0], &[1.0], &[0.0]]).unwrap();
+    assert!(max_err(&out[3], &closed(8.0)[2..3]) < 1e-12, "{out:?}");
+    assert!(matches!(
+        p2.eval(&[&[2.0], &[1.0], &[1.0], &[0.0]]),
+        Err(Error::GuardFailed { .. })
+    ));
+    let grad_prog = array::reverse_joint(&prog).unwrap();
+    assert!(matches!(
+        grad_prog.eval(&[&[50.0], &[1.0]]),
+        Err(Error::GuardFailed { .. })
+    ));
+}
+
+#[test]
+fn while_loops_whose_path_changes_between_steps_are_refused() {
+    // `x > 0.5 || y > 0.5`: the first clause decides at step 0, the
+    // second at step 1.
+    let f = |p: &TArray| -> Result<TScalar> {
+        let (x, y) = (p.get(0)?, p.get(1)?);
+        let [x, y] = optic_ad::while_loop(
+            10,
+            [x, y],
+            |[x, y]| *x > 0.5 || *y > 0.5,
+            |[x, y]: [TScalar; 2]| [x * 0.4, y + 0.6],
+        )?;
+        Ok(x + y)
+    };
+    assert!(matches!(
+        array::gradient(f, &[1.0, 0.0]),
+        Err(Error::Unsupported(_))
+    ));
+    // The same on plain numbers is an ordinary loop.
+    let plain = |x: f64, y: f64| {
+        optic_ad::while_loop(
+            10,
+            [x, y],
+            |[x, y]| *x > 0.5 || *y > 0.5,
+            |[x, y]: [f64; 2]| [x * 0.4, y + 0.6],
+        )
+        .unwrap()
+    };
+    // (y > 0.5 from step 1 on: the bound of 10 steps stops it.)
+    let [x, y] = plain(1.0, 0.0);
+    assert!(
+        max_err(&[x, y], &[0.4f64.powi(10), 6.0]) < 1e-14,
+        "{x}, {y}"
+    );
+    // A branch in the body that changes between steps is refused too; one
+    // that does not is a per-step guard.
+    let g = |flip: f64| {
+        move |p: &TArray| -> Result<TScalar> {
+            let x = p.get(0)?;
+            let [x, k] = optic_ad::while_loop(
+                5,
+                [x, TScalar::cst(0.0)],
+                |_| true,
+                |[x, k]: [TScalar; 2]| {
+                    let y = if x > 0.0 { x * 0.5 } else { x * 2.0 };
+                    [y - flip, k + 1.0]
+                },
+            )?;
+            Ok(x * k)
+        }
+    };
+    assert!(matches!(
+        array::gradient(g(1.0), &[1.0]),
+        Err(Error::Unsupported(_))
+    ));
+    let grad = array::gradient(g(0.0), &[1.0]).unwrap();
+    assert_eq!(grad, vec![5.0 * 0.5f64.powi(5)]);
+    // Inside a fold's body a while_loop is a comparison: refused.
+    let nested = |p: &TArray| -> Result<TScalar> {
+        let x = p.get(0)?;
+        let [y] = fold(3, [x], |[y]: [TScalar; 1]| {
+            let r = optic_ad::while_loop(4, [y], |[z]| *z > 0.1, |[z]: [TScalar; 1]| [z * 0.5]);
+            r.unwrap_or([y])
+        })?;
+        Ok(y)
+    };
+    assert!(matches!(
+        array::gradient(nested, &[1.0]),
+        Err(Error::Unsupported(_))
+    ));
+}

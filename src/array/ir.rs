@@ -877,6 +877,16 @@ impl ArrayBuilder {
         self.guards.is_empty()
     }
 
+    /// The guards recorded so far, removed from the builder.
+    pub(crate) fn take_guards(&mut self) -> Vec<ArrayGuard> {
+        std::mem::take(&mut self.guards)
+    }
+
+    /// The shapes of the inputs so far, in order.
+    pub(crate) fn input_shapes(&self) -> &[Shape] {
+        &self.input_shapes
+    }
+
     /// Records a guard on two scalars.
     pub fn guard(&mut self, a: AVar, b: AVar, ordering: Option<std::cmp::Ordering>) {
         if self.shape(a) != Shape::Scalar || self.shape(b) != Shape::Scalar {

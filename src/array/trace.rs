@@ -24,8 +24,6 @@ struct Frame {
     /// The trace point, when a first pass found that the code compares
     /// scalars (see [`trace`]).
     point: Option<Vec<Vec<f64>>>,
-    /// Input lengths.
-    lens: Vec<usize>,
     /// Set when a comparison needed values and there was no point.
     needs_point: bool,
     /// For a loop body's frame: the values of the enclosing frame it
@@ -154,15 +152,29 @@ fn lift(stack: &mut [Frame], trace: u64, var: AVar) -> Result<AVar> {
             "a loop body that reads an array of the enclosing trace (pass it in the carry)",
         ));
     }
+    // The value at the trace point, for the frames that have one (a
+    // `while_loop`'s, which evaluates its condition while tracing).
+    let mut value = None;
     let mut v = var;
-    for frame in stack.iter_mut().skip(owner + 1) {
-        let caps = frame.captures.get_or_insert_with(Vec::new);
+    for i in owner + 1..stack.len() {
+        let caps = stack[i].captures.get_or_insert_with(Vec::new);
         v = match caps.iter().find(|(outer, _)| *outer == v) {
             Some(&(_, inner)) => inner,
             None => {
+                if stack[i].point.is_some() && value.is_none() {
+                    let snap = snapshot(&stack[owner], var);
+                    if snap.is_none() {
+                        stack[owner].needs_point = true;
+                    }
+                    value = Some(snap.map_or(f64::NAN, |(p, point)| run_snapshot(&p, &point)));
+                }
+                let frame = &mut stack[i];
                 let inner = frame.builder.input(Shape::Scalar);
                 if let Some(caps) = frame.captures.as_mut() {
                     caps.push((v, inner));
+                }
+                if let Some(point) = frame.point.as_mut() {
+                    point.push(vec![value.unwrap_or(f64::NAN)]);
                 }
                 inner
             }
@@ -469,33 +481,40 @@ impl Array for TArray {
 fn primal_of(t: TScalar) -> f64 {
     let snapshot = STACK.with(|s| {
         let mut stack = s.borrow_mut();
-        let top = stack.iter_mut().find(|f| f.id == t.trace)?;
-        let Some(point) = &top.point else {
-            top.needs_point = true;
-            return None;
-        };
-        let point = point.clone();
-        let p = ArrayProgram {
-            input_shapes: top.lens.iter().map(|&n| Shape::Vector(n)).collect(),
-            ops: top.builder.ops().to_vec(),
-            shapes: (0..top.builder.len())
-                .map(|i| top.builder.shape(AVar(i as u32)))
-                .collect(),
-            outputs: vec![t.var],
-            guards: Vec::new(),
-            defect: None,
-            id: super::ir::fresh_id(),
+        let frame = stack.iter_mut().find(|f| f.id == t.trace)?;
+        let snap = snapshot(frame, t.var);
+        if snap.is_none() {
+            frame.needs_point = true;
         }
-        .dce();
-        Some((p, point))
+        snap
     });
-    let Some((p, point)) = snapshot else {
-        return f64::NAN;
-    };
+    snapshot.map_or(f64::NAN, |(p, point)| run_snapshot(&p, &point))
+}
+
+/// The program computing `var` from the frame's inputs, and the frame's
+/// point, or `None` if the frame has no point.
+fn snapshot(frame: &Frame, var: AVar) -> Option<(ArrayProgram, Vec<Vec<f64>>)> {
+    let point = frame.point.clone()?;
+    let b = &frame.builder;
+    let p = ArrayProgram {
+        input_shapes: b.input_shapes().to_vec(),
+        ops: b.ops().to_vec(),
+        shapes: (0..b.len()).map(|i| b.shape(AVar(i as u32))).collect(),
+        outputs: vec![var],
+        guards: Vec::new(),
+        defect: None,
+        id: super::ir::fresh_id(),
+    }
+    .dce();
+    Some((p, point))
+}
+
+/// The first element of the output of a [`snapshot`], NaN where it fails.
+fn run_snapshot(p: &ArrayProgram, point: &[Vec<f64>]) -> f64 {
     let inputs: Vec<&[f64]> = point.iter().map(Vec::as_slice).collect();
-    let mut ws = ArrayWorkspace::new(&p);
-    match ws.run(&p, &inputs) {
-        Ok(()) => ws.output(&p, 0).first().copied().unwrap_or(f64::NAN),
+    let mut ws = ArrayWorkspace::new(p);
+    match ws.run(p, &inputs) {
+        Ok(()) => ws.output(p, 0).first().copied().unwrap_or(f64::NAN),
         Err(_) => f64::NAN,
     }
 }
@@ -532,6 +551,14 @@ impl private::Internal for TScalar {
             return Some(Ok(Vec::new()));
         }
         Some(trace_loop(steps, init, None, snapshots, body).map(|(c, _)| c))
+    }
+    fn while_traced(
+        max_steps: usize,
+        init: &[Self],
+        cond: &dyn Fn(&[Self]) -> bool,
+        body: &dyn Fn(&[Self]) -> Vec<Self>,
+    ) -> Option<Result<Vec<Self>>> {
+        Some(trace_while(max_steps, init, cond, body))
     }
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
         let mut b = Builder::new();
@@ -582,7 +609,6 @@ fn trace_loop(
             id,
             builder,
             point: None,
-            lens: Vec::new(),
             needs_point: false,
             captures: Some(Vec::new()),
         })
@@ -647,6 +673,171 @@ fn trace_loop(
         vars.into_iter().map(|var| TScalar { trace, var }).collect(),
         ys,
     ))
+}
+
+/// A loop whose trip count depends on the data ([`crate::while_loop`]) on
+/// the array trace: the trip count `n` at the trace point, read there, and
+/// a [`Scan`](super::prims::Scan) of `n` steps of the body, traced once in
+/// a frame of its own whose point is the first carry (so that the
+/// condition's comparisons have values). Each comparison the condition
+/// and the body make becomes a pair of per-step outputs of the loop, and a
+/// [`Mismatches`](super::prims::Mismatches) count of the steps where one
+/// comes out otherwise than at the trace point is guarded to be 0; the
+/// condition at the final carry (it stops the loop) and at the first
+/// (it starts it) is traced where the loop is, with guards of the
+/// enclosing trace. At another point where the trip count differs, a
+/// guard fails.
+fn trace_while(
+    max_steps: usize,
+    init: &[TScalar],
+    cond: &dyn Fn(&[TScalar]) -> bool,
+    body: &dyn Fn(&[TScalar]) -> Vec<TScalar>,
+) -> Result<Vec<TScalar>> {
+    const PATH_CHANGES: &str = "a while_loop whose condition or body compares values that come \
+         out differently at different steps of the loop (a different branch taken); write the \
+         comparison so that the same branch is taken at every step, or loop on plain numbers";
+    let k = init.len();
+    if k == 0 {
+        return Err(Error::EmptyInput("while_loop: carry"));
+    }
+    // The trip count is read at the trace point: without one (a first pass
+    // of `trace`, run again with the point; or a fold's body, which then
+    // refuses the comparison), the loop is not traced.
+    let has_point = STACK
+        .with(|s| {
+            let mut stack = s.borrow_mut();
+            let top = stack.last_mut()?;
+            if top.point.is_none() {
+                top.needs_point = true;
+            }
+            Some(top.point.is_some())
+        })
+        .ok_or(Error::TracerWithoutTrace)?;
+    if !has_point || max_steps == 0 || !cond(init) {
+        return Ok(init.to_vec());
+    }
+    let c0: Vec<f64> = init.iter().map(|&t| primal_of(t)).collect();
+    let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
+    let mut builder = ArrayBuilder::new();
+    let inputs: Vec<TScalar> = (0..k)
+        .map(|_| TScalar {
+            trace: id,
+            var: builder.input(Shape::Scalar),
+        })
+        .collect();
+    STACK.with(|s| {
+        s.borrow_mut().push(Frame {
+            id,
+            builder,
+            point: Some(c0.iter().map(|&c| vec![c]).collect()),
+            needs_point: false,
+            captures: Some(Vec::new()),
+        })
+    });
+    let frame_guard = FrameGuard(id);
+    let take_guards = || {
+        STACK.with(|s| {
+            let mut stack = s.borrow_mut();
+            let frame = stack.iter_mut().rfind(|f| f.id == id);
+            frame.map(|f| f.builder.take_guards()).unwrap_or_default()
+        })
+    };
+    let still = cond(&inputs);
+    let mut guards = take_guards();
+    let n_cond = guards.len();
+    let out = body(&inputs);
+    guards.extend(take_guards());
+    let handles: Vec<(u64, AVar)> = out.iter().map(TScalar::h).collect();
+    let outs = with_top(&handles, |_, v| v.to_vec()).map(|(_, v)| v);
+    let frame = STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let pos = stack.iter().rposition(|fr| fr.id == id)?;
+        Some(stack.remove(pos))
+    });
+    drop(frame_guard);
+    let (Some(frame), Some(mut outs)) = (frame, outs) else {
+        return Err(Error::ForeignTracer { trace: id });
+    };
+    check_len("while_loop: body outputs (carry)", k, outs.len())?;
+    if !still || frame.needs_point {
+        return Err(Error::Unsupported(PATH_CHANGES));
+    }
+    let m = guards.len();
+    let mut orderings = Vec::with_capacity(m);
+    for g in &guards {
+        orderings.push(g.ordering.ok_or(Error::Unsupported(
+            "a while_loop whose condition or body compares a NaN at a step it continues from",
+        ))?);
+    }
+    let captures = frame.captures.unwrap_or_default();
+    let consts: Vec<f64> = frame
+        .point
+        .unwrap_or_default()
+        .iter()
+        .skip(k)
+        .map(|v| v.first().copied().unwrap_or(f64::NAN))
+        .collect();
+    outs.extend(guards.iter().map(|g| g.a));
+    outs.extend(guards.iter().map(|g| g.b));
+    let program = frame.builder.finish(&outs)?.unroll()?;
+    // The trip count at the trace point: the steps while the condition's
+    // comparisons come out as at the first carry.
+    let exe = crate::backend::Executable::new(program.clone());
+    let mut regs = crate::backend::Registers::new();
+    let mut input: Vec<f64> = c0.iter().chain(&consts).copied().collect();
+    let mut output = vec![0.0; k + 2 * m];
+    let mut n = 0;
+    while n < max_steps {
+        exe.eval_f64(&mut regs, &input, &mut output)?;
+        let holds = |j: usize| {
+            super::prims::Mismatches::holds(output[k + j], output[k + m + j], orderings[j])
+        };
+        if !(0..n_cond).all(holds) {
+            break;
+        }
+        if !(n_cond..m).all(holds) {
+            return Err(Error::Unsupported(PATH_CHANGES));
+        }
+        input[..k].copy_from_slice(&output[..k]);
+        n += 1;
+    }
+    let snapshots = crate::loops::Checkpoints::Auto.snapshots(k, n);
+    let scan =
+        super::prims::Scan::new(program, n, k, 0, captures.len(), false)?.with_snapshots(snapshots);
+    let check = super::prims::Mismatches::new(orderings);
+    let top = STACK.with(|s| s.borrow().last().map(|f| f.id));
+    let top = top.ok_or(Error::TracerWithoutTrace)?;
+    let mut handles: Vec<(u64, AVar)> = init.iter().map(TScalar::h).collect();
+    handles.extend(captures.iter().map(|&(outer, _)| (top, outer)));
+    let n_consts = captures.len();
+    let r = with_top(&handles, |b, v| {
+        let mut args = vec![b.concat(&v[..k])];
+        if n_consts > 0 {
+            args.push(b.concat(&v[k..k + n_consts]));
+        }
+        let r = b.scan(scan, &args);
+        if m > 0 {
+            let a = b.slice(r, k, m * n);
+            let c = b.slice(r, k + m * n, m * n);
+            let count = b.apply(check, &[a, c]);
+            let zero = b.fill(0.0, Shape::Scalar);
+            b.guard(count, zero, Some(Ordering::Equal));
+        }
+        (0..k)
+            .map(|j| {
+                let e = b.slice(r, j, 1);
+                b.sum(e)
+            })
+            .collect::<Vec<AVar>>()
+    });
+    let (trace, vars) = r.ok_or(Error::TracerWithoutTrace)?;
+    let last: Vec<TScalar> = vars.into_iter().map(|var| TScalar { trace, var }).collect();
+    // Where the loop stopped before its bound, the condition must fail at
+    // the last carry; otherwise a different path through it changed.
+    if n < max_steps && cond(&last) {
+        return Err(Error::Unsupported(PATH_CHANGES));
+    }
+    Ok(last)
 }
 
 crate::real::traced_conversions!(TScalar);
@@ -823,7 +1014,6 @@ fn trace_pass<O: ArrayOutput>(
             id,
             builder,
             point: keep_point.then(|| x.iter().map(|v| v.to_vec()).collect()),
-            lens: x.iter().map(|v| v.len()).collect(),
             needs_point: false,
             captures: None,
         })

@@ -70,6 +70,19 @@ pub(crate) mod private {
             let _ = (steps, init, snapshots, body);
             None
         }
+
+        /// [`crate::while_loop`] traced as a loop, for a number type that
+        /// traces loops; `None` for the others.
+        #[allow(clippy::type_complexity)]
+        fn while_traced(
+            max_steps: usize,
+            init: &[Self],
+            cond: &dyn Fn(&[Self]) -> bool,
+            body: &dyn Fn(&[Self]) -> Vec<Self>,
+        ) -> Option<crate::error::Result<Vec<Self>>> {
+            let _ = (max_steps, init, cond, body);
+            None
+        }
     }
 }
 

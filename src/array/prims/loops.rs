@@ -1140,6 +1140,212 @@ impl ArrayPrimitive for Revolve {
     }
 }
 
+/// The number of comparisons that do not come out as recorded: for
+/// operands `a` and `b` of `m · n` values each (block `j` at
+/// `j·n .. (j+1)·n`, one block per entry of `orderings`, `m ≥ 1`), the
+/// count of `i` where `a[i]` is not `orderings[j]` to `b[i]`, a scalar.
+///
+/// It is computed in arithmetic, from `g = (1 − sgn((b − a) + 0))/2` (1
+/// where `a > b`, else 0) and `l`, the same with `a` and `b` swapped:
+/// a mismatch is `1 − g` for `>`, `1 − l` for `<` and `g + l` for `=`, so
+/// the scalar program of [`ArrayPrimitive::unroll`] is the same function.
+/// It agrees with `partial_cmp` wherever `a − b` is a number; a NaN
+/// operand, or two equal infinities, make the count NaN.
+///
+/// [`crate::while_loop`] records one on the comparisons its condition
+/// (and body) made at each step, kept by its loop as per-step outputs,
+/// and a guard that the count is 0: at another point the program holds
+/// only where every step's comparisons come out as at the trace point,
+/// so a trip count that changes fails the guard ([`Error::GuardFailed`]),
+/// never giving a silently wrong derivative. The count is piecewise
+/// constant: every derivative of it is zero.
+///
+/// # Example
+///
+/// ```
+/// use std::cmp::Ordering;
+/// use optic_ad::array::prims::Mismatches;
+/// use optic_ad::array::{ArrayBuilder, Shape};
+///
+/// let mut b = ArrayBuilder::new();
+/// let (x, y) = (b.input(Shape::Vector(3)), b.input(Shape::Vector(3)));
+/// let m = b.apply(Mismatches::new(vec![Ordering::Greater]), &[x, y]);
+/// let p = b.finish(&[m]).unwrap();
+/// // 2 > 1 and 5 > 0 as recorded, 1 > 3 not:
+/// assert_eq!(p.eval(&[&[2.0, 1.0, 5.0], &[1.0, 3.0, 0.0]]).unwrap()[0], vec![1.0]);
+/// ```
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mismatches {
+    orderings: Arc<[std::cmp::Ordering]>,
+}
+
+/// `1` where `a > b`, `0` where `a ≤ b`, in arithmetic (`+ 0` turns a
+/// `−0` difference of two zeros into `+0`, whose sign is `+1`).
+fn greater(a: f64, b: f64) -> f64 {
+    (1.0 - ((b - a) + 0.0).signum()) * 0.5
+}
+
+/// One comparison's mismatch, `0` or `1` (NaN where `a − b` is NaN).
+fn mismatch(a: f64, b: f64, o: std::cmp::Ordering) -> f64 {
+    match o {
+        std::cmp::Ordering::Greater => 1.0 - greater(a, b),
+        std::cmp::Ordering::Less => 1.0 - greater(b, a),
+        std::cmp::Ordering::Equal => greater(a, b) + greater(b, a),
+    }
+}
+
+impl Mismatches {
+    /// The count against these recorded orderings, one per block of the
+    /// operands.
+    pub fn new(orderings: Vec<std::cmp::Ordering>) -> Mismatches {
+        Mismatches {
+            orderings: orderings.into(),
+        }
+    }
+
+    /// Whether `a` is to `b` as recorded, in the same arithmetic (false
+    /// for a NaN difference).
+    pub(crate) fn holds(a: f64, b: f64, o: std::cmp::Ordering) -> bool {
+        mismatch(a, b, o) == 0.0
+    }
+
+    fn count(&self, a: &[f64], b: &[f64]) -> f64 {
+        let m = self.orderings.len().max(1);
+        let n = a.len() / m;
+        let mut total = 0.0;
+        for (j, &o) in self.orderings.iter().enumerate() {
+            let block = j * n..(j + 1) * n;
+            for (&x, &y) in a[block.clone()].iter().zip(&b[block]) {
+                total += mismatch(x, y, o);
+            }
+        }
+        total
+    }
+}
+
+impl ArrayPrimitive for Mismatches {
+    fn name(&self) -> &'static str {
+        "mismatches"
+    }
+
+    fn shape(&self, args: &[Shape]) -> Result<Shape> {
+        let &[a, b] = args else {
+            return Err(Error::LengthMismatch {
+                what: "mismatches: operands",
+                expected: 2,
+                got: args.len(),
+            });
+        };
+        crate::error::check_len("mismatches: a vs b", a.len(), b.len())?;
+        let m = self.orderings.len();
+        if m == 0 || a.len() % m != 0 {
+            return Err(Error::LengthMismatch {
+                what: "mismatches: values (a multiple of the orderings, at least one)",
+                expected: m.max(1) * (a.len() / m.max(1)).max(1),
+                got: a.len(),
+            });
+        }
+        Ok(Shape::Scalar)
+    }
+
+    fn key(&self, words: &mut Vec<u64>) {
+        words.push(self.orderings.len() as u64);
+        words.extend(self.orderings.iter().map(|&o| (o as i8 + 1) as u64));
+    }
+
+    fn print(&self, args: &[String], _: Shape) -> String {
+        let ords: Vec<&str> = self
+            .orderings
+            .iter()
+            .map(|o| match o {
+                std::cmp::Ordering::Less => "<",
+                std::cmp::Ordering::Equal => "=",
+                std::cmp::Ordering::Greater => ">",
+            })
+            .collect();
+        format!("mismatches[{}] {}", ords.join(" "), args.join(", "))
+    }
+
+    fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
+        if let ([a, b], [o]) = (args, out) {
+            *o = self.count(a, b);
+        }
+    }
+
+    fn pullback(&self, _: &mut ArrayBuilder, args: &[AVar], _: AVar) -> Vec<Option<AVar>> {
+        vec![None; args.len()]
+    }
+
+    fn pushforward(
+        &self,
+        _: &mut ArrayBuilder,
+        _: &[AVar],
+        _: &[Option<AVar>],
+        _: Shape,
+    ) -> Option<AVar> {
+        None
+    }
+
+    fn taylor(&self) -> TaylorRule {
+        TaylorRule::Nonlinear
+    }
+
+    /// The count on the constant terms; the higher coefficients are zero.
+    fn jet(
+        &self,
+        args: &[&[f64]],
+        shapes: &[Shape],
+        _: usize,
+        out: &mut [f64],
+        _: Shape,
+    ) -> Result<()> {
+        let n = shapes.first().map_or(0, |s| s.len());
+        out.fill(0.0);
+        if let ([a, b], Some(o)) = (args, out.first_mut()) {
+            *o = self.count(&a[..n], &b[..n]);
+        }
+        Ok(())
+    }
+
+    fn unroll(&self, b: &mut Builder, args: &[&[Var]], _: &[Shape], _: Shape) -> Vec<Var> {
+        let [a, c] = args else {
+            return vec![b.constant(f64::NAN)];
+        };
+        let m = self.orderings.len().max(1);
+        let n = a.len() / m;
+        let (zero, one, half) = (b.constant(0.0), b.constant(1.0), b.constant(0.5));
+        let greater = |b: &mut Builder, x: Var, y: Var| {
+            let d = b.sub(y, x);
+            let d = b.add(d, zero);
+            let s = b.apply(crate::rules::Prim::Signum, 0, &[d]);
+            let t = b.sub(one, s);
+            b.mul(t, half)
+        };
+        let mut total = zero;
+        for (j, &o) in self.orderings.iter().enumerate() {
+            for i in j * n..(j + 1) * n {
+                let m = match o {
+                    std::cmp::Ordering::Greater => {
+                        let g = greater(b, a[i], c[i]);
+                        b.sub(one, g)
+                    }
+                    std::cmp::Ordering::Less => {
+                        let l = greater(b, c[i], a[i]);
+                        b.sub(one, l)
+                    }
+                    std::cmp::Ordering::Equal => {
+                        let g = greater(b, a[i], c[i]);
+                        let l = greater(b, c[i], a[i]);
+                        b.add(g, l)
+                    }
+                };
+                total = b.add(total, m);
+            }
+        }
+        vec![total]
+    }
+}
+
 impl ArrayBuilder {
     /// The value of [`Scan`] `scan` on the initial carry, the constants
     /// (if it has any) and the per-step data (if it has any).
@@ -1203,6 +1409,15 @@ pub(super) fn examples(n: usize, all: &mut Vec<(ArrayPrim, Vec<Shape>)>) {
     if let Ok(s) = Scan::new(example_fold_body(), n + 1, 1, 0, 0, false) {
         all.push((ArrayPrim::new(s), vec![Shape::Vector(1)]));
     }
+    // The count of a while loop's per-step comparisons.
+    all.push((
+        ArrayPrim::new(Mismatches::new(vec![
+            std::cmp::Ordering::Greater,
+            std::cmp::Ordering::Less,
+            std::cmp::Ordering::Equal,
+        ])),
+        vec![Shape::Vector(3 * n), Shape::Vector(3 * n)],
+    ));
     // The checkpointed pullback, and a scan whose pullback checkpoints.
     for reverse in [false, true] {
         if let Ok(s) = Scan::new(example_body(), n + 2, 2, 1, 1, reverse) {
