@@ -85,6 +85,7 @@ mod drivers;
 mod error;
 #[cfg(feature = "faer")]
 pub mod faer_interop;
+mod float;
 pub mod functor;
 mod loops;
 pub mod optic;

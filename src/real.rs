@@ -41,6 +41,10 @@ macro_rules! elementary {
 /// the same as [`Real::cst`]), and iterators of numbers add up with
 /// `sum()` and multiply with `product()` (`0` and `1` when empty).
 ///
+/// Code written against `num_traits::Float` instead also traces: the
+/// tracers implement `Float` (see the book's chapter "SSA programs",
+/// section "Code written against num-traits").
+///
 /// The trait is sealed: it is implemented for `f64`, [`Dual64`](num_dual::Dual64),
 /// [`Dual2_64`](num_dual::Dual2_64), [`Dual3_64`](num_dual::Dual3_64),
 /// [`HyperDual64`](num_dual::HyperDual64) and [`Tracer`](crate::Tracer). On the num-dual

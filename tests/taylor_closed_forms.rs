@@ -210,6 +210,7 @@ fn function(id: &str, t: Tracer) -> Tracer {
         "signum" => x(0, -1.0, 1.0).signum(),
         "floor" => x(0, -2.5, 3.5).floor(),
         "ceil" => x(0, -2.5, 3.5).ceil(),
+        "rem" => x(0, -3.5, 3.5) % x(1, 0.5, 1.5),
         "max" => x(0, -1.0, 1.0).max(x(1, -1.0, 1.0)),
         "min" => x(0, -1.0, 1.0).min(x(1, -1.0, 1.0)),
         "select" => Tracer::select(x(0, -1.0, 1.0), x(1, -1.0, 2.0), x(2, -2.0, 1.0)),

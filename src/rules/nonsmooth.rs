@@ -11,6 +11,8 @@
 //!   inside `(lo, hi)`, `lo` where `x < lo`, `hi` where `x > hi`, and no
 //!   argument at a bound
 //! * `signum`, `floor`, `ceil`: derivative 0 everywhere (structural zeros)
+//! * `x % y`: `(ȳ, −q ȳ)` with `q` the integer quotient (derivative 1 in
+//!   `x` and `−q` in `y` between the jumps)
 //!
 //! Each derivative is written with `select` on the operands, so derived
 //! programs are right on both sides of a kink without re-tracing.
@@ -47,6 +49,8 @@ macro_rules! nonsmooth_list {
             Floor,
             /// `⌈x⌉`.
             Ceil,
+            /// `x % y` (std's remainder: `fmod`, exact, with the sign of `x`).
+            Rem,
         }] $($rest)* }
     };
 }
@@ -154,6 +158,45 @@ macro_rules! flat {
 flat!(Signum, "signum", signum);
 flat!(Floor, "floor", floor);
 flat!(Ceil, "ceil", ceil);
+
+/// `x % y`, std's remainder `r = x − q y` with `q` the quotient rounded
+/// toward zero (computed exactly, as C's `fmod`). Piecewise linear: where
+/// `q` does not jump, `∂r/∂x = 1` and `∂r/∂y = −q`, and every higher
+/// derivative is 0.
+pub struct Rem;
+impl Primitive for Rem {
+    const NAME: &'static str = "rem";
+    const ARITY: usize = 2;
+    const BRANCHES: bool = true;
+    #[inline(always)]
+    fn value(x: &[f64], _: i32) -> f64 {
+        x[0] % x[1]
+    }
+    fn taylor(x: &[&[f64]], _: i32, y: &mut [f64], _: &mut Scratch) {
+        let (a, c) = (x[0], x[1]);
+        let r = a[0] % c[0];
+        let q = quotient(a[0], c[0], r);
+        y[0] = r;
+        for k in 1..y.len() {
+            y[k] = a[k] - q * c[k];
+        }
+    }
+    fn pullback(b: &mut Builder, x: &[Var], _: i32, r: Var, ct: Var) -> Contribs {
+        // q = ⌊(x − r)/y + ½⌋: (x − r)/y is the integer q up to rounding.
+        let d = b.sub(x[0], r);
+        let q = b.div(d, x[1]);
+        let half = b.constant(0.5);
+        let q = b.add(q, half);
+        let q = b.apply(super::Prim::Floor, 0, &[q]);
+        let g = b.mul(ct, q);
+        [Some(ct), Some(b.neg(g)), None]
+    }
+}
+
+/// The integer quotient of `x % y = r`, as [`Rem`]'s pullback computes it.
+fn quotient(x: f64, y: f64, r: f64) -> f64 {
+    ((x - r) / y + 0.5).floor()
+}
 
 /// The cotangent of `a` in `max(a, b)`: `ȳ` where `a > b`, 0 where
 /// `b > a`, `ȳ/2` at a tie.

@@ -47,10 +47,11 @@ How (independently of any Taylor recurrence)
   atan2(y, x) = atan(y/x) + (atan2(y0, x0) - atan(y0/x0)) (the added
   constant is a multiple of pi: the same branch in a neighbourhood of x0).
 * Non-smooth primitives (select, abs, signum, max, min, clamp, floor,
-  ceil): the points are chosen away from every kink (at least 1/10 in the
+  ceil, rem): the points are chosen away from every kink (at least 1/10 in the
   operands' values), and the closed form is the series of the branch taken
   at x0: the selected operand, +-x, the constant +-1, the chosen operand
-  of max/min, x or the bound of clamp, the constant floor/ceil value.
+  of max/min, x or the bound of clamp, the constant floor/ceil value,
+  x - q y for rem (q the quotient x0/y0 rounded toward zero).
 
 Self-checks (the script stops if one fails):
 * g_0..g_8 of every outer function at every point against mpmath.taylor
@@ -651,6 +652,25 @@ def cases():
                     lambda v: v[1] + M < v[0] < v[2] - M,
                     lambda v: v[0] < v[1] - M,
                     lambda v: v[0] > v[2] + M,
+                ],
+            ),
+        ]
+    # Cases added later come last, so that the points drawn for the ones
+    # above (one random sequence for all) stay those already committed.
+    for variant in "qr":
+        out += [
+            # x % y = x - q y with q = trunc(x0 / y0), the quotient rounded
+            # toward zero, away from its jumps (x/y at least 1/10 from an
+            # integer): one point with a positive quotient, one negative.
+            branch(
+                "rem",
+                "rem",
+                variant,
+                [(F(-7, 2), F(7, 2)), (F(1, 2), F(3, 2))],
+                lambda v, s: s_sub(s[0], s_scale(s[1], Q(int(v[0] / v[1])))),
+                [
+                    lambda v: v[0] / v[1] > 1 and frac_dist(v[0] / v[1]) > M,
+                    lambda v: v[0] / v[1] < -1 and frac_dist(v[0] / v[1]) > M,
                 ],
             ),
         ]
