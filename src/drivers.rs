@@ -395,7 +395,8 @@ fn value_and_gradient_of<T: Real, R: IntoTraced<Tracer>>(
 
 /// Vector-Jacobian product: `(f(x), J_f(x)ᵀ ȳ)` for `f : ℝⁿ → ℝᵐ`: the
 /// right of ∂⃖f applied to `ȳ` (K. Fischer, "∂P.jl terminology and notation
-/// guide", §VI, eq. 25).
+/// guide", §VI, eq. 25). For several `ȳ` at one point, [`pullback`]
+/// traces once and returns the pullback to apply to each.
 ///
 /// Shapes: `x` has `n ≥ 1` entries, `ybar` has `m` (the number of values
 /// `f` returns); the result is `(y, x̄)` with `m` and `n` entries.
@@ -437,6 +438,112 @@ where
     xbar.truncate(x.len());
     debug_assert_eq!(out.len() + total - x.len() + xbar.len(), m + total);
     Ok((out, xbar))
+}
+
+/// The value `f(x)` and the pullback of `f` at `x`, to apply to as many
+/// output cotangents `ȳ` as needed: JAX's `vjp`, which returns its
+/// pullback. The [`Pullback`] is the right of the optic ∂⃖f (K. Fischer,
+/// "∂P.jl terminology and notation guide", §VI, eq. 25) with the residual
+/// its left computed at `x` kept: `f` is traced and its primal run once,
+/// and each application runs the pullback program only. [`vjp`] is the
+/// one-shot form.
+///
+/// Shapes: `x` has `n ≥ 1` entries; the value has `m` (the number of
+/// values `f` returns); the pullback maps `m` cotangents to `n`.
+///
+/// # Errors
+///
+/// [`Error::EmptyInput`] for an empty `x`; as [`gradient`] otherwise.
+///
+/// # Example
+///
+/// The rows of the Jacobian of `f(x) = (x₀x₁, sin x₀)`, one pullback each:
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{pullback, Real};
+///
+/// fn f<T: Real>(x: &[T]) -> Vec<T> {
+///     vec![x[0] * x[1], x[0].sin()]
+/// }
+/// let (y, mut back) = pullback(f, &[2.0, 3.0]).unwrap();
+/// assert_relative_eq!(y[0], 6.0);
+/// assert_eq!(back.call(&[1.0, 0.0]).unwrap(), vec![3.0, 2.0]);
+/// let row = back.call(&[0.0, 1.0]).unwrap();
+/// assert_relative_eq!(row[0], 2.0_f64.cos());
+/// assert_eq!(row[1], 0.0);
+/// ```
+pub fn pullback<F, R>(f: F, x: &[f64]) -> Result<(Vec<f64>, Pullback)>
+where
+    F: FnOnce(&[Tracer]) -> R,
+    R: IntoTraced<Vec<Tracer>>,
+{
+    check_nonempty("pullback", x.len())?;
+    let (p, inputs) = trace_at(vector(f), x)?;
+    let optic = crate::functor::reverse(&p)?;
+    let staged = optic.staged().clone();
+    let mut ws = staged.workspace();
+    staged.run_with(0, &mut ws, &inputs)?;
+    let y = staged.own_outputs(&ws, 0).to_vec();
+    Ok((
+        y,
+        Pullback {
+            n: x.len(),
+            m: p.n_outputs(),
+            staged,
+            ws,
+        },
+    ))
+}
+
+/// The pullback `ȳ ↦ J_f(x)ᵀ ȳ` of a function at a point, from
+/// [`pullback`]: the right of the optic ∂⃖f on the residual its left kept.
+/// Applying it runs the pullback program only, with no allocation
+/// ([`Pullback::apply`]).
+#[derive(Clone, Debug)]
+pub struct Pullback {
+    n: usize,
+    m: usize,
+    staged: Staged,
+    ws: StagedWorkspace,
+}
+
+impl Pullback {
+    /// The number of output cotangents it takes, `m`.
+    pub fn n_outputs(&self) -> usize {
+        self.m
+    }
+
+    /// The number of input cotangents it returns, `n`.
+    pub fn n_inputs(&self) -> usize {
+        self.n
+    }
+
+    /// Writes `x̄ = J_f(x)ᵀ ȳ` into `xbar`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless `ybar` has `m` entries and `xbar`
+    /// `n`.
+    pub fn apply(&mut self, ybar: &[f64], xbar: &mut [f64]) -> Result<()> {
+        check_len("pullback: output cotangent", self.m, ybar.len())?;
+        check_len("pullback: input cotangent", self.n, xbar.len())?;
+        self.staged.run_with(1, &mut self.ws, ybar)?;
+        let out = self.staged.own_outputs(&self.ws, 1);
+        xbar.copy_from_slice(&out[..self.n]);
+        Ok(())
+    }
+
+    /// `J_f(x)ᵀ ȳ` as a new vector.
+    ///
+    /// # Errors
+    ///
+    /// As [`Pullback::apply`].
+    pub fn call(&mut self, ybar: &[f64]) -> Result<Vec<f64>> {
+        let mut xbar = vec![0.0; self.n];
+        self.apply(ybar, &mut xbar)?;
+        Ok(xbar)
+    }
 }
 
 /// Jacobian-vector product: `(f(x), J_f(x) v)` for `f : ℝⁿ → ℝᵐ`, the

@@ -66,6 +66,8 @@
 //! - `faer`: the module `faer_interop`, faer columns and matrices in and out of the
 //!   drivers (dense Hessians and Jacobians as `faer::Mat`).
 //! - `serde`: `Serialize`/`Deserialize` for programs.
+//! - `jit`: the native backend: `f64` programs and loop and map bodies
+//!   compiled to machine code with Cranelift, once they run often.
 //!
 //! # Errors, panics, NaN
 //!
@@ -77,6 +79,8 @@
 // The one exception is the native backend (`program::native`, feature
 // `jit`), which calls the machine code it generates.
 #![deny(unsafe_code)]
+// On docs.rs, each item behind a feature is marked with it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
 pub mod array;
@@ -89,14 +93,15 @@ mod float;
 pub mod functor;
 mod loops;
 pub mod optic;
+pub mod prelude;
 mod program;
 mod real;
 pub mod rules;
 
 pub use backend::{Executable, Registers};
 pub use drivers::{
-    d3, derivative, derivative_with_error, gradient, hessian, hvp, jacobian, jvp, taylor,
-    value_and_gradient, vjp, Derivatives, Gradient, Hvp, IntoTraced,
+    d3, derivative, derivative_with_error, gradient, hessian, hvp, jacobian, jvp, pullback, taylor,
+    value_and_gradient, vjp, Derivatives, Gradient, Hvp, IntoTraced, Pullback,
 };
 pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};

@@ -47,6 +47,20 @@ fn compiled_gradient_does_not_allocate() {
 }
 
 #[test]
+fn a_pullback_applies_without_allocating() {
+    let x = [0.3, -0.2, 0.9, 1.1];
+    let (_, mut back) = optic_ad::pullback(|t| vec![f(t), t[0] * t[1]], &x).unwrap();
+    let mut xbar = [0.0; 4];
+    back.apply(&[1.0, 0.0], &mut xbar).unwrap();
+    let info = measure(|| {
+        for k in 0..10 {
+            back.apply(&[1.0, k as f64], &mut xbar).unwrap();
+        }
+    });
+    assert_eq!(info.count_total, 0);
+}
+
+#[test]
 fn compiled_hvp_does_not_allocate() {
     let x = [0.3, -0.2, 0.9, 1.1];
     let mut h = Hvp::new(f, &x).unwrap();

@@ -104,6 +104,40 @@ fn vjp_matches_dual64() {
     );
 }
 
+/// `pullback`, applied to several cotangents after one trace, agrees with
+/// num-dual's `Jᵀ ȳ` for each (and its value with plain evaluation).
+#[test]
+fn pullback_applied_many_times_matches_dual64() {
+    check(
+        "pullback vs Dual64",
+        128,
+        common::program_point_cotangent(),
+        |(f, x, ybar), worst| {
+            let p = &f.program;
+            let (y, mut back) =
+                optic_ad::pullback(|t: &[Tracer]| p.eval(t).unwrap(), &x).map_err(fail)?;
+            prop_assert_eq!(y, p.eval(&x).map_err(fail)?);
+            prop_assert_eq!((back.n_inputs(), back.n_outputs()), (x.len(), ybar.len()));
+            for scale in [1.0, -2.5, 0.0] {
+                let yb: Vec<f64> = ybar.iter().map(|v| v * scale + (1.0 - scale)).collect();
+                let xbar = back.call(&yb).map_err(fail)?;
+                let want = common::vjp_dual(p, &x, &yb);
+                let e = worst.note(max_err(&xbar, &want));
+                prop_assert!(e <= 1e-10, "pullback error {e:e}");
+            }
+            // Wrong lengths are errors, and leave it usable.
+            let long = back.call(&vec![1.0; ybar.len() + 1]);
+            let is_length_error = matches!(long, Err(Error::LengthMismatch { .. }));
+            prop_assert!(is_length_error, "{long:?}");
+            let mut short = vec![0.0; x.len() + 1];
+            prop_assert!(back.apply(&ybar, &mut short).is_err());
+            let again = back.call(&ybar).map_err(fail)?;
+            prop_assert!(max_err(&again, &common::vjp_dual(p, &x, &ybar)) <= 1e-10);
+            Ok(())
+        },
+    );
+}
+
 /// `jvp` (the second closure of ∂⃖², transposing the pullback) agrees with
 /// num-dual's `J v`, and `jacobian` (m vjps) with num-dual's Jacobian, for
 /// programs with several outputs.

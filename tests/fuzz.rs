@@ -518,6 +518,11 @@ fn fuzz_drivers() {
             reach.driver();
         }
         let _ = vjp(gv, &x, &w);
+        if let Ok((_, mut back)) = optic_ad::pullback(gv, &x) {
+            let _ = back.call(&w);
+            let _ = back.call(&v);
+            let _ = back.apply(&w, &mut vec![0.0; v.len()]);
+        }
         let _ = jvp(gv, &x, &v);
         let _ = hvp(g, &x, &v);
         let _ = hessian(g, &x);
