@@ -4,6 +4,9 @@
 #[doc = include_str!("../book/src/introduction.md")]
 mod introduction {}
 
+#[doc = include_str!("../book/src/getting_started.md")]
+mod getting_started {}
+
 #[doc = include_str!("../book/src/architecture.md")]
 mod architecture {}
 
