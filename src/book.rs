@@ -51,3 +51,9 @@ mod minimal_surface {}
 
 #[doc = include_str!("../README.md")]
 mod readme {}
+
+// Its blocks use argmin: tested with `--features argmin` (or
+// `--all-features`, the README's test command).
+#[cfg(feature = "argmin")]
+#[doc = include_str!("../book/src/argmin.md")]
+mod argmin {}

@@ -63,6 +63,9 @@
 //!
 //! # Cargo features
 //!
+//! - `argmin`: the module `argmin_interop`, problems for the argmin
+//!   optimisers (cost, gradient and a matrix-free Hessian for Newton-CG)
+//!   from one generic function.
 //! - `faer`: the module `faer_interop`, faer columns and matrices in and out of the
 //!   drivers (dense Hessians and Jacobians as `faer::Mat`).
 //! - `serde`: `Serialize`/`Deserialize` for programs.
@@ -83,6 +86,8 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![warn(missing_docs)]
 
+#[cfg(feature = "argmin")]
+pub mod argmin_interop;
 pub mod array;
 mod backend;
 mod drivers;
