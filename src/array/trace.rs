@@ -596,37 +596,9 @@ fn trace_loop(
     if STACK.with(|s| s.borrow().is_empty()) {
         return Err(Error::TracerWithoutTrace);
     }
-    let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
-    let mut builder = ArrayBuilder::new();
-    let inputs: Vec<TScalar> = (0..k + x)
-        .map(|_| TScalar {
-            trace: id,
-            var: builder.input(Shape::Scalar),
-        })
-        .collect();
-    STACK.with(|s| {
-        s.borrow_mut().push(Frame {
-            id,
-            builder,
-            point: None,
-            needs_point: false,
-            captures: Some(Vec::new()),
-        })
-    });
-    let guard = FrameGuard(id);
-    let out = body(&inputs);
-    // The outputs as values of the body's frame (one may be a capture).
-    let handles: Vec<(u64, AVar)> = out.iter().map(TScalar::h).collect();
-    let outs = with_top(&handles, |_, v| v.to_vec()).map(|(_, v)| v);
-    let frame = STACK.with(|s| {
-        let mut stack = s.borrow_mut();
-        let pos = stack.iter().rposition(|fr| fr.id == id)?;
-        Some(stack.remove(pos))
-    });
-    drop(guard);
-    let (Some(frame), Some(outs)) = (frame, outs) else {
-        return Err(Error::ForeignTracer { trace: id });
-    };
+    let frame = BodyFrame::push(k + x, None);
+    let out = body(&frame.inputs);
+    let (frame, outs) = frame.finish(&out)?;
     crate::error::check_len("loop: body outputs (carry, step output)", k + x, outs.len())?;
     if frame.needs_point || !frame.builder.guards_empty() {
         return Err(Error::Unsupported(
@@ -638,6 +610,93 @@ fn trace_loop(
     let scalar_body = frame.builder.finish(&outs)?.unroll()?;
     let scan = super::prims::Scan::new(scalar_body, steps, k, x, captures.len(), false)?
         .with_snapshots(snapshots);
+    let (trace, vars, ys) = record_scan(scan, init, &captures, xs, |b, r| {
+        if x > 0 {
+            vec![b.slice(r, k, steps)]
+        } else {
+            Vec::new()
+        }
+    })?;
+    let ys = ys.first().map(|&y| array_of(Some((trace, y)), steps));
+    Ok((
+        vars.into_iter().map(|var| TScalar { trace, var }).collect(),
+        ys,
+    ))
+}
+
+/// A loop body's frame on the stack: `inputs` fresh scalars of it, and,
+/// for a `while_loop`'s, a point; removed from the stack when finished or
+/// dropped (a panic in user code leaves the stack clean).
+struct BodyFrame {
+    id: u64,
+    inputs: Vec<TScalar>,
+    _guard: FrameGuard,
+}
+
+impl BodyFrame {
+    fn push(n: usize, point: Option<Vec<Vec<f64>>>) -> BodyFrame {
+        let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
+        let mut builder = ArrayBuilder::new();
+        let inputs: Vec<TScalar> = (0..n)
+            .map(|_| TScalar {
+                trace: id,
+                var: builder.input(Shape::Scalar),
+            })
+            .collect();
+        STACK.with(|s| {
+            s.borrow_mut().push(Frame {
+                id,
+                builder,
+                point,
+                needs_point: false,
+                captures: Some(Vec::new()),
+            })
+        });
+        BodyFrame {
+            id,
+            inputs,
+            _guard: FrameGuard(id),
+        }
+    }
+
+    /// The guards recorded in the frame so far, taken out of it.
+    fn take_guards(&self) -> Vec<super::ir::ArrayGuard> {
+        STACK.with(|s| {
+            let mut stack = s.borrow_mut();
+            let frame = stack.iter_mut().rfind(|f| f.id == self.id);
+            frame.map(|f| f.builder.take_guards()).unwrap_or_default()
+        })
+    }
+
+    /// The frame, removed from the stack, and `out` as its values (a
+    /// value of an enclosing trace becomes a capture first).
+    fn finish(self, out: &[TScalar]) -> Result<(Frame, Vec<AVar>)> {
+        let handles: Vec<(u64, AVar)> = out.iter().map(TScalar::h).collect();
+        let outs = with_top(&handles, |_, v| v.to_vec()).map(|(_, v)| v);
+        let frame = STACK.with(|s| {
+            let mut stack = s.borrow_mut();
+            let pos = stack.iter().rposition(|fr| fr.id == self.id)?;
+            Some(stack.remove(pos))
+        });
+        match (frame, outs) {
+            (Some(frame), Some(outs)) => Ok((frame, outs)),
+            _ => Err(Error::ForeignTracer { trace: self.id }),
+        }
+    }
+}
+
+/// Records `scan` in the top frame on the initial carry `init`, the
+/// `captures`' outer values (its constants) and the per-step data `xs`:
+/// the trace, the final carry's values, and what `after` adds from the
+/// scan's value.
+fn record_scan(
+    scan: super::prims::Scan,
+    init: &[TScalar],
+    captures: &[(AVar, AVar)],
+    xs: Option<&TArray>,
+    after: impl FnOnce(&mut ArrayBuilder, AVar) -> Vec<AVar>,
+) -> Result<(u64, Vec<AVar>, Vec<AVar>)> {
+    let k = init.len();
     let top = STACK.with(|s| s.borrow().last().map(|f| f.id));
     let top = top.ok_or(Error::TracerWithoutTrace)?;
     let mut handles: Vec<(u64, AVar)> = init.iter().map(TScalar::h).collect();
@@ -651,28 +710,20 @@ fn trace_loop(
         if n_consts > 0 {
             args.push(b.concat(&v[k..k + n_consts]));
         }
-        if x > 0 {
+        if xs.is_some() {
             args.push(v[k + n_consts]);
         }
         let r = b.scan(scan, &args);
-        let mut vars: Vec<AVar> = (0..k)
+        let carry: Vec<AVar> = (0..k)
             .map(|j| {
                 let e = b.slice(r, j, 1);
                 b.sum(e)
             })
             .collect();
-        if x > 0 {
-            vars.push(b.slice(r, k, steps));
-        }
-        vars
+        (carry, after(b, r))
     });
-    let (trace, mut vars) = r.ok_or(Error::TracerWithoutTrace)?;
-    let ys = (x > 0).then(|| array_of(Some((trace, vars[k])), steps));
-    vars.truncate(k);
-    Ok((
-        vars.into_iter().map(|var| TScalar { trace, var }).collect(),
-        ys,
-    ))
+    let (trace, (carry, extra)) = r.ok_or(Error::TracerWithoutTrace)?;
+    Ok((trace, carry, extra))
 }
 
 /// A loop whose trip count depends on the data ([`crate::while_loop`]) on
@@ -717,47 +768,13 @@ fn trace_while(
         return Ok(init.to_vec());
     }
     let c0: Vec<f64> = init.iter().map(|&t| primal_of(t)).collect();
-    let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
-    let mut builder = ArrayBuilder::new();
-    let inputs: Vec<TScalar> = (0..k)
-        .map(|_| TScalar {
-            trace: id,
-            var: builder.input(Shape::Scalar),
-        })
-        .collect();
-    STACK.with(|s| {
-        s.borrow_mut().push(Frame {
-            id,
-            builder,
-            point: Some(c0.iter().map(|&c| vec![c]).collect()),
-            needs_point: false,
-            captures: Some(Vec::new()),
-        })
-    });
-    let frame_guard = FrameGuard(id);
-    let take_guards = || {
-        STACK.with(|s| {
-            let mut stack = s.borrow_mut();
-            let frame = stack.iter_mut().rfind(|f| f.id == id);
-            frame.map(|f| f.builder.take_guards()).unwrap_or_default()
-        })
-    };
-    let still = cond(&inputs);
-    let mut guards = take_guards();
+    let frame = BodyFrame::push(k, Some(c0.iter().map(|&c| vec![c]).collect()));
+    let still = cond(&frame.inputs);
+    let mut guards = frame.take_guards();
     let n_cond = guards.len();
-    let out = body(&inputs);
-    guards.extend(take_guards());
-    let handles: Vec<(u64, AVar)> = out.iter().map(TScalar::h).collect();
-    let outs = with_top(&handles, |_, v| v.to_vec()).map(|(_, v)| v);
-    let frame = STACK.with(|s| {
-        let mut stack = s.borrow_mut();
-        let pos = stack.iter().rposition(|fr| fr.id == id)?;
-        Some(stack.remove(pos))
-    });
-    drop(frame_guard);
-    let (Some(frame), Some(mut outs)) = (frame, outs) else {
-        return Err(Error::ForeignTracer { trace: id });
-    };
+    let out = body(&frame.inputs);
+    guards.extend(frame.take_guards());
+    let (frame, mut outs) = frame.finish(&out)?;
     check_len("while_loop: body outputs (carry)", k, outs.len())?;
     if !still || frame.needs_point {
         return Err(Error::Unsupported(PATH_CHANGES));
@@ -805,17 +822,7 @@ fn trace_while(
     let scan =
         super::prims::Scan::new(program, n, k, 0, captures.len(), false)?.with_snapshots(snapshots);
     let check = super::prims::Mismatches::new(orderings);
-    let top = STACK.with(|s| s.borrow().last().map(|f| f.id));
-    let top = top.ok_or(Error::TracerWithoutTrace)?;
-    let mut handles: Vec<(u64, AVar)> = init.iter().map(TScalar::h).collect();
-    handles.extend(captures.iter().map(|&(outer, _)| (top, outer)));
-    let n_consts = captures.len();
-    let r = with_top(&handles, |b, v| {
-        let mut args = vec![b.concat(&v[..k])];
-        if n_consts > 0 {
-            args.push(b.concat(&v[k..k + n_consts]));
-        }
-        let r = b.scan(scan, &args);
+    let (trace, vars, _) = record_scan(scan, init, &captures, None, |b, r| {
         if m > 0 {
             let a = b.slice(r, k, m * n);
             let c = b.slice(r, k + m * n, m * n);
@@ -823,14 +830,8 @@ fn trace_while(
             let zero = b.fill(0.0, Shape::Scalar);
             b.guard(count, zero, Some(Ordering::Equal));
         }
-        (0..k)
-            .map(|j| {
-                let e = b.slice(r, j, 1);
-                b.sum(e)
-            })
-            .collect::<Vec<AVar>>()
-    });
-    let (trace, vars) = r.ok_or(Error::TracerWithoutTrace)?;
+        Vec::new()
+    })?;
     let last: Vec<TScalar> = vars.into_iter().map(|var| TScalar { trace, var }).collect();
     // Where the loop stopped before its bound, the condition must fail at
     // the last carry; otherwise a different path through it changed.
