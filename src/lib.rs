@@ -115,7 +115,7 @@ pub use program::{
     split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Staged, StagedWorkspace, Tracer,
     Var, Workspace, MAX_ARITY, MAX_RULES,
 };
-pub use real::Real;
+pub use real::{Carry, Real};
 pub use rules::{CustomRule, Prim, Rule, ScalarRule};
 
 /// The crate's type-level numbers, re-exported so that orders can be named

@@ -7,7 +7,7 @@
 
 use crate::array::Array;
 use crate::error::{Error, Result};
-use crate::real::Real;
+use crate::real::Carry;
 
 /// `steps` applications of `body` to the carry `init`:
 /// `body(body(… body(init)))`.
@@ -26,7 +26,8 @@ use crate::real::Real;
 /// [`crate::gradient`], [`crate::Gradient`], …) the loop is unrolled, one
 /// copy of the body per step.
 ///
-/// Shapes: the carry is `[T; K]` with `K ≥ 1`.
+/// Shapes: the carry holds `K ≥ 1` scalars (a [`Carry`]: a scalar,
+/// `[T; K]`, `GenericArray<T, N>`, or a tuple of two to four).
 ///
 /// # Errors
 ///
@@ -56,11 +57,7 @@ use crate::real::Real;
 /// let d = orbit(Dual64::new(r, 1.0), 1000).unwrap();
 /// assert_relative_eq!(g[0], d.eps, max_relative = 1e-9);
 /// ```
-pub fn fold<T: Real, const K: usize>(
-    steps: usize,
-    init: [T; K],
-    body: impl Fn([T; K]) -> [T; K],
-) -> Result<[T; K]> {
+pub fn fold<C: Carry>(steps: usize, init: C, body: impl Fn(C) -> C) -> Result<C> {
     fold_with(steps, init, Checkpoints::Auto, body)
 }
 
@@ -150,33 +147,40 @@ impl Checkpoints {
 /// let ten = array::gradient(|x| orbit(x.get(0)?, Checkpoints::Binomial(10)), &[2.9]).unwrap();
 /// assert_eq!(all, ten); // the same arithmetic on the same carries
 /// ```
-pub fn fold_with<T: Real, const K: usize>(
+pub fn fold_with<C: Carry>(
     steps: usize,
-    init: [T; K],
+    init: C,
     checkpoints: Checkpoints,
-    body: impl Fn([T; K]) -> [T; K],
-) -> Result<[T; K]> {
-    let step = |c: &[T]| -> Vec<T> {
-        match <[T; K]>::try_from(c) {
-            Ok(a) => body(a).to_vec(),
-            Err(_) => c.to_vec(),
+    body: impl Fn(C) -> C,
+) -> Result<C> {
+    let step = |c: &[C::Scalar]| -> Vec<C::Scalar> {
+        match C::from_values(c) {
+            Some(a) => body(a).values(),
+            None => c.to_vec(),
         }
     };
-    let snapshots = checkpoints.snapshots(K, steps);
-    if let Some(r) = T::fold_traced(steps, &init, snapshots, &step) {
-        let out = r?;
-        let n = out.len();
-        return <[T; K]>::try_from(out).map_err(|_| Error::LengthMismatch {
-            what: "fold: carry",
-            expected: K,
-            got: n,
-        });
+    let values = init.values();
+    let snapshots = checkpoints.snapshots(values.len(), steps);
+    if let Some(r) = <C::Scalar as crate::rules::private::Internal>::fold_traced(
+        steps, &values, snapshots, &step,
+    ) {
+        return from_loop("fold: carry", values.len(), r?);
     }
     let mut c = init;
     for _ in 0..steps {
         c = body(c);
     }
     Ok(c)
+}
+
+/// The carry of a traced loop's values.
+fn from_loop<C: Carry>(what: &'static str, k: usize, out: Vec<C::Scalar>) -> Result<C> {
+    let n = out.len();
+    C::from_values(&out).ok_or(Error::LengthMismatch {
+        what,
+        expected: k,
+        got: n,
+    })
 }
 
 /// A bounded loop whose trip count depends on the data: from `c = init`,
@@ -207,7 +211,7 @@ pub fn fold_with<T: Real, const K: usize>(
 /// step where it holds (`x > a && y > b` is; `x > a || y > b` switching
 /// from one to the other between steps is refused).
 ///
-/// Shapes: the carry is `[T; K]` with `K ≥ 1`.
+/// Shapes: the carry holds `K ≥ 1` scalars (a [`Carry`]).
 ///
 /// # Errors
 ///
@@ -237,23 +241,21 @@ pub fn fold_with<T: Real, const K: usize>(
 /// let g = array::gradient(|x| sqrt(x.get(0)?), &[2.0]).unwrap();
 /// assert_relative_eq!(g[0], 0.5 / 2f64.sqrt(), max_relative = 1e-12);
 /// ```
-pub fn while_loop<T: Real, const K: usize>(
+pub fn while_loop<C: Carry>(
     max_steps: usize,
-    init: [T; K],
-    cond: impl Fn(&[T; K]) -> bool,
-    body: impl Fn([T; K]) -> [T; K],
-) -> Result<[T; K]> {
-    let as_array = |c: &[T]| <[T; K]>::try_from(c).ok();
-    let test = |c: &[T]| as_array(c).is_some_and(|a| cond(&a));
-    let step = |c: &[T]| -> Vec<T> { as_array(c).map_or_else(|| c.to_vec(), |a| body(a).to_vec()) };
-    if let Some(r) = T::while_traced(max_steps, &init, &test, &step) {
-        let out = r?;
-        let n = out.len();
-        return <[T; K]>::try_from(out).map_err(|_| Error::LengthMismatch {
-            what: "while_loop: carry",
-            expected: K,
-            got: n,
-        });
+    init: C,
+    cond: impl Fn(&C) -> bool,
+    body: impl Fn(C) -> C,
+) -> Result<C> {
+    let test = |c: &[C::Scalar]| C::from_values(c).is_some_and(|a| cond(&a));
+    let step = |c: &[C::Scalar]| -> Vec<C::Scalar> {
+        C::from_values(c).map_or_else(|| c.to_vec(), |a| body(a).values())
+    };
+    let values = init.values();
+    if let Some(r) = <C::Scalar as crate::rules::private::Internal>::while_traced(
+        max_steps, &values, &test, &step,
+    ) {
+        return from_loop("while_loop: carry", values.len(), r?);
     }
     let mut c = init;
     for _ in 0..max_steps {
@@ -276,8 +278,8 @@ pub fn while_loop<T: Real, const K: usize>(
 /// gradient keeps the carries or checkpoints, per [`Checkpoints::Auto`];
 /// the elements' cotangents are the reversed loop's per-step outputs).
 ///
-/// Shapes: `xs` has `N` elements, the result's array `N`; the carry is
-/// `[T; K]` with `K ≥ 1`.
+/// Shapes: `xs` has `N` elements, the result's array `N`; the carry holds
+/// `K ≥ 1` scalars (a [`Carry`]).
 ///
 /// # Errors
 ///
@@ -310,32 +312,28 @@ pub fn while_loop<T: Real, const K: usize>(
 ///     assert_relative_eq!(*gi, want, max_relative = 1e-14);
 /// }
 /// ```
-pub fn scan<A: Array, const K: usize>(
+pub fn scan<A: Array, C: Carry<Scalar = A::Scalar>>(
     xs: &A,
-    init: [A::Scalar; K],
-    body: impl Fn([A::Scalar; K], A::Scalar) -> ([A::Scalar; K], A::Scalar),
-) -> Result<([A::Scalar; K], A)> {
-    if K == 0 {
+    init: C,
+    body: impl Fn(C, A::Scalar) -> (C, A::Scalar),
+) -> Result<(C, A)> {
+    let values = init.values();
+    let k = values.len();
+    if k == 0 {
         return Err(Error::EmptyInput("scan: carry"));
     }
     let step = |v: &[A::Scalar]| -> Vec<A::Scalar> {
-        match <[A::Scalar; K]>::try_from(&v[..K.min(v.len())]) {
-            Ok(c) => {
+        match C::from_values(&v[..k.min(v.len())]) {
+            Some(c) => {
                 let (c, y) = body(c, v[v.len() - 1]);
-                let mut out = c.to_vec();
+                let mut out = c.values();
                 out.push(y);
                 out
             }
-            Err(_) => v.to_vec(),
+            None => v.to_vec(),
         }
     };
-    let snapshots = Checkpoints::Auto.snapshots(K, xs.len());
-    let (carry, ys) = xs.scan_dyn(&init, snapshots, &step)?;
-    let n = carry.len();
-    let carry = <[A::Scalar; K]>::try_from(carry).map_err(|_| Error::LengthMismatch {
-        what: "scan: carry",
-        expected: K,
-        got: n,
-    })?;
-    Ok((carry, ys))
+    let snapshots = Checkpoints::Auto.snapshots(k, xs.len());
+    let (carry, ys) = xs.scan_dyn(&values, snapshots, &step)?;
+    Ok((from_loop("scan: carry", k, carry)?, ys))
 }
