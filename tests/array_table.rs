@@ -31,6 +31,7 @@ use optic_ad::array::{
 };
 use optic_ad::{Builder, Program};
 use proptest::prelude::*;
+use proptest::test_runner::TestCaseError;
 
 const TOL: f64 = 1e-11;
 
@@ -288,20 +289,41 @@ fn step() -> impl Strategy<Value = Step> {
     })
 }
 
+/// Random compositions of the table's operations: every derivative path
+/// against num-dual on the unrolled program. Through `common::check`, as
+/// the crate's other random tests (a fixed seed; `PROPTEST_RNG_SEED`
+/// overrides it).
+///
+/// Programs whose value exceeds 10⁸ in magnitude are skipped: chains of
+/// cubes and exponentials reach 10²¹ and more, and a `cos` of such an
+/// argument (one ulp of it is 10⁶ radians) makes the result depend on the
+/// last bits of its argument, so two correct evaluation orders (the array
+/// tier's four-lane sums, the unrolled program's sequential ones) give
+/// different higher Taylor coefficients. Found at seeds 7 and 21 of 40: at
+/// seed 7 the argument was 8·10²¹ and coefficient 3 differed by 19 %,
+/// while every value before that `cos` agreed to 2·10⁻¹⁴.
+#[test]
+fn random_table_programs_match_num_dual() {
+    let strategy = (2..5usize, prop::collection::vec(step(), 1..4), any::<u64>());
+    common::check(
+        "random table programs",
+        48,
+        strategy,
+        |(n, steps, seed), _| {
+            let p = random_program(n, &steps);
+            let x = values(n, seed);
+            let y = p
+                .eval(&[&x])
+                .map_err(|e| TestCaseError::fail(e.to_string()))?[0][0];
+            prop_assume!(y.abs() < 1e8);
+            check_all_rules(&p, &x, &values(n, seed ^ 0xABCD), "random program");
+            Ok(())
+        },
+    );
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(48))]
-
-    /// Random compositions of the table's operations: every derivative
-    /// path against num-dual on the unrolled program.
-    #[test]
-    fn random_table_programs_match_num_dual(
-        n in 2..5usize,
-        steps in prop::collection::vec(step(), 1..4),
-        seed in any::<u64>(),
-    ) {
-        let p = random_program(n, &steps);
-        check_all_rules(&p, &values(n, seed), &values(n, seed ^ 0xABCD), "random program");
-    }
 
     /// Every operation of the table on random operand shapes through the
     /// public builder: a shape error or a program that runs, never a
