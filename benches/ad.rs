@@ -1062,6 +1062,22 @@ fn bench_loops(c: &mut Criterion) {
         g.bench_function(format!("n={n}/hvp (one pass)"), |b| {
             b.iter(|| h.eval(black_box(&P0), black_box(&V), &mut hv).unwrap())
         });
+        // The same loop as a `while_loop` on a clock: the same steps, one
+        // more carried value and one comparison kept per step.
+        let fw = move |p: &TArray| lotka_volterra::loss_while_array(p, n);
+        let mut grad_w = array::Gradient::new(fw, &P0).unwrap();
+        let mut out_w = vec![0.0; 6];
+        grad_w.eval(&P0, &mut out_w).unwrap();
+        let mut h_w = array::Hvp::new(fw, &P0).unwrap();
+        let mut hv_w = vec![0.0; 6];
+        h_w.eval(&P0, &V, &mut hv_w).unwrap();
+        assert!(close(&out_w, &gd) && close(&hv_w, &hd));
+        g.bench_function(format!("n={n}/while_loop gradient"), |b| {
+            b.iter(|| grad_w.eval(black_box(&P0), &mut out_w).unwrap())
+        });
+        g.bench_function(format!("n={n}/while_loop hvp (one pass)"), |b| {
+            b.iter(|| h_w.eval(black_box(&P0), black_box(&V), &mut hv_w).unwrap())
+        });
         g.bench_function(format!("n={n}/build Gradient"), |b| {
             b.iter(|| array::Gradient::new(f, black_box(&P0)).unwrap())
         });

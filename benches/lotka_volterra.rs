@@ -43,3 +43,36 @@ pub fn loss_array_with(p: &TArray, steps: usize, c: Checkpoints) -> Result<TScal
     let q: Vec<TScalar> = (0..p.len()).map(|i| p.get(i)).collect::<Result<_>>()?;
     loss_with(&q, steps, c)
 }
+
+/// The same integration as a [`while_loop`](optic_ad::while_loop) on a
+/// clock: RK4 steps of `h = 10/steps` while `t < 10 − h/2`, the same
+/// `steps` steps as [`loss`] (the clock adds one carried value and the
+/// loop keeps one comparison per step).
+pub fn loss_while<T: Real>(p: &[T], steps: usize) -> Result<T> {
+    let h = 10.0 / steps as f64;
+    let end = 10.0 - h / 2.0;
+    let rhs = |x: T, y: T| (p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y);
+    let (x, y, _) = optic_ad::while_loop(
+        2 * steps,
+        (p[4], p[5], T::cst(0.0)),
+        |(_, _, t)| *t < end,
+        |(x, y, t): (T, T, T)| {
+            let (k1x, k1y) = rhs(x, y);
+            let (k2x, k2y) = rhs(x + k1x * (h / 2.0), y + k1y * (h / 2.0));
+            let (k3x, k3y) = rhs(x + k2x * (h / 2.0), y + k2y * (h / 2.0));
+            let (k4x, k4y) = rhs(x + k3x * h, y + k3y * h);
+            (
+                x + (k1x + k2x * 2.0 + k3x * 2.0 + k4x) * (h / 6.0),
+                y + (k1y + k2y * 2.0 + k3y * 2.0 + k4y) * (h / 6.0),
+                t + h,
+            )
+        },
+    )?;
+    Ok((x - 1.0) * (x - 1.0) + (y - 1.0) * (y - 1.0))
+}
+
+/// [`loss_while`] on the array trace.
+pub fn loss_while_array(p: &TArray, steps: usize) -> Result<TScalar> {
+    let q: Vec<TScalar> = (0..p.len()).map(|i| p.get(i)).collect::<Result<_>>()?;
+    loss_while(&q, steps)
+}

@@ -807,3 +807,24 @@ fn carries_of_every_kind_give_the_same_loop() {
     assert_eq!(c, (0.5 - 0.125 + 0.25, 0.125));
     assert_eq!(ys.into_vec(), vec![0.0, 0.5, 0.375]);
 }
+
+/// The benchmark's Lotka–Volterra loss as a `while_loop` on a clock: the
+/// same steps as the `fold`, so the same value and derivatives (the clock
+/// only decides when to stop).
+#[test]
+fn the_benchmark_loop_as_a_while_loop() {
+    for steps in [10, 250] {
+        let f = |p: &TArray| loss_array(p, steps);
+        let w = |p: &TArray| lotka_volterra::loss_while_array(p, steps);
+        let (g, gw) = (
+            array::gradient(f, &P0).unwrap(),
+            array::gradient(w, &P0).unwrap(),
+        );
+        assert!(max_err(&gw, &g) < 1e-12, "{gw:?} vs {g:?}");
+        let hv = array::hvp(w, &P0, &V).unwrap();
+        let (_, _, hv_ref) = dual_reference(steps);
+        assert!(max_err(&hv, &hv_ref) < 1e-10, "{hv:?} vs {hv_ref:?}");
+        let d = lotka_volterra::loss_while(&P0, steps).unwrap();
+        assert_eq!(d, lotka_volterra::loss(&P0, steps).unwrap());
+    }
+}
