@@ -1209,7 +1209,7 @@ where
     /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]` by Taylor jets, with an estimate of each
     /// entry's rounding error beside it (absolute, in the units of
     /// `f⁽ᵏ⁾`), as [`derivative_with_error`] gives them. [`Derivatives::eval`]
-    /// does not estimate (it would cost [`ERROR_SAMPLES`](crate::functor::ERROR_SAMPLES) more
+    /// does not estimate (it would cost twice [`ERROR_SAMPLES`](crate::functor::ERROR_SAMPLES) more
     /// evaluations): call this once at representative points to learn
     /// which orders are worth having there, or wherever a result must be
     /// checked. High orders of products lose about half a bit per order

@@ -648,3 +648,41 @@ fn order_one_hundred() {
         assert_relative_eq!(*dk, 0.25f64.exp(), max_relative = 1e-12);
     }
 }
+
+/// The rounding-error estimate where the first-order model saturates: a
+/// cosine of a computed argument near 8·10²¹, whose last bit is worth
+/// about 10⁶ radians. `cos(x)` and `cos((x · 0.1) · 10)` are the same
+/// function, the second with two roundings of its argument; their
+/// derivatives differ by as much as cosines can, and the estimates must
+/// cover that difference (before the second, smaller perturbation they
+/// were about 10⁶ times too small). `x` itself is exact, so the first
+/// has no error.
+#[test]
+fn error_estimates_cover_a_saturated_cosine() {
+    use optic_ad::typenum::U3;
+    let x = 8e21 + 3.0 * 2f64.powi(20);
+    let (a, ea) = optic_ad::derivative_with_error::<U3, _>(|t| t.cos(), x).unwrap();
+    let (b, eb) =
+        optic_ad::derivative_with_error::<U3, _>(|t| ((t * 0.1) * 10.0).cos(), x).unwrap();
+    assert_ne!((x * 0.1) * 10.0, x, "the argument must round away from x");
+    for k in 0..4 {
+        let d = (a[k] - b[k]).abs();
+        assert!(
+            d <= ea[k] + eb[k],
+            "order {k}: |{} − {}| = {d:e} > {:e} + {:e}",
+            a[k],
+            b[k],
+            ea[k],
+            eb[k]
+        );
+    }
+    // And where the model holds, the estimate stays first-order small.
+    let (c, ec) = optic_ad::derivative_with_error::<U3, _>(|t| (t * 3.0).cos(), 0.7).unwrap();
+    for k in 0..4 {
+        assert!(
+            ec[k] < 1e-13 * c[k].abs().max(1.0),
+            "order {k}: {:e}",
+            ec[k]
+        );
+    }
+}

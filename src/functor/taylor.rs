@@ -87,6 +87,9 @@ pub struct TaylorProgram {
     /// branching primitive with those constant terms.
     decided: Vec<f64>,
     operands: Vec<f64>,
+    /// For [`TaylorProgram::eval_with_error`]: the spread of the outputs
+    /// under the smaller perturbation.
+    small_spread: Vec<f64>,
 }
 
 impl TaylorProgram {
@@ -115,6 +118,7 @@ impl TaylorProgram {
             rule_out: Vec::new(),
             decided: Vec::new(),
             operands: Vec::new(),
+            small_spread: Vec::new(),
         })
     }
 
@@ -181,7 +185,11 @@ impl TaylorProgram {
     /// uniform in `[−1, 1]` and `ε = 2⁻²⁶`, and the spread of the outputs,
     /// scaled from `ε` to f64's unit roundoff `u = 2⁻⁵³` and by a safety
     /// factor of 64 (measured, see `tests/taylor_closed_forms.rs`), is the
-    /// estimate. Inputs and constants are exact and are not perturbed, and
+    /// estimate. The same is run again with `ε` 1024 times smaller: where
+    /// the spread does not shrink with it (within a factor 16 of
+    /// linearly), the first-order scaling does not hold (a cosine of an
+    /// argument whose last bit is worth radians is already as wrong as it
+    /// can be) and the unscaled spread is taken. Inputs and constants are exact and are not perturbed, and
     /// branching primitives (`select`, `max`, `clamp`, …) decide as the
     /// unperturbed run did. It is an estimate, not a bound. Checked against
     /// the closed forms of every primitive to degree 30
@@ -190,7 +198,7 @@ impl TaylorProgram {
     /// error of every coefficient, which reaches at most 0.37 of it.
     ///
     /// The perturbation is pseudo-random with a fixed seed: the same call
-    /// gives the same estimate. It costs [`ERROR_SAMPLES`] more
+    /// gives the same estimate. It costs `2 ×` [`ERROR_SAMPLES`] more
     /// evaluations; its two buffers (one value per instruction, and the
     /// operands of a branching primitive) are allocated at the first call
     /// and reused.
@@ -243,28 +251,48 @@ impl TaylorProgram {
         decided.clear();
         decided.extend(self.vals.chunks_exact(w).map(|y| y[0]));
         self.decided = decided;
-        for sample in 0..ERROR_SAMPLES {
-            let mut state = PERTURBATION_SEED.wrapping_add(sample as u64);
-            self.run_with(inputs, true, |y| {
-                for v in y {
-                    *v *= 1.0 + PERTURBATION * uniform(&mut state);
-                }
-            })?;
-            let outs = errors.chunks_exact_mut(w).zip(outputs.chunks_exact(w));
-            for ((e, o), v) in outs.zip(&self.program.outputs) {
-                let perturbed = &self.vals[v.index() * w..][..w];
-                for ((e, o), p) in e.iter_mut().zip(o).zip(perturbed) {
-                    let d = (p - o).abs();
-                    // A NaN spread (a perturbed value crossed a
-                    // singularity) is no accuracy at all.
-                    *e = if d.is_nan() { f64::INFINITY } else { e.max(d) };
+        let mut small = std::mem::take(&mut self.small_spread);
+        small.clear();
+        small.resize(errors.len(), 0.0);
+        for (pass, eps) in [PERTURBATION, PERTURBATION * SMALL_RATIO]
+            .into_iter()
+            .enumerate()
+        {
+            let spread: &mut [f64] = if pass == 0 { errors } else { &mut small };
+            for sample in 0..ERROR_SAMPLES {
+                let mut state =
+                    PERTURBATION_SEED.wrapping_add((pass * ERROR_SAMPLES + sample) as u64);
+                self.run_with(inputs, true, |y| {
+                    for v in y {
+                        *v *= 1.0 + eps * uniform(&mut state);
+                    }
+                })?;
+                let outs = spread.chunks_exact_mut(w).zip(outputs.chunks_exact(w));
+                for ((e, o), v) in outs.zip(&self.program.outputs) {
+                    let perturbed = &self.vals[v.index() * w..][..w];
+                    for ((e, o), p) in e.iter_mut().zip(o).zip(perturbed) {
+                        let d = (p - o).abs();
+                        // A NaN spread (a perturbed value crossed a
+                        // singularity) is no accuracy at all.
+                        *e = if d.is_nan() { f64::INFINITY } else { e.max(d) };
+                    }
                 }
             }
         }
         let scale = ERROR_SAFETY * f64::EPSILON / 2.0 / PERTURBATION;
-        for e in errors.iter_mut() {
-            *e *= scale;
+        for (e, &s) in errors.iter_mut().zip(&small) {
+            // In the first-order regime the spread shrinks with the
+            // perturbation. Where it does not (a cosine of an argument
+            // whose last bit is worth radians saturates), rounding alone
+            // already moves the result by about that spread.
+            let saturated = s > *e * SMALL_RATIO * NONLINEAR;
+            *e = if saturated {
+                (*e * scale).max(s)
+            } else {
+                *e * scale
+            };
         }
+        self.small_spread = small;
         Ok(())
     }
 
@@ -301,6 +329,7 @@ impl TaylorProgram {
             rule_out,
             decided,
             operands,
+            small_spread: _,
         } = self;
         let w = *degree + 1;
         if let Some(e) = &p.defect {
@@ -391,6 +420,17 @@ pub const ERROR_SAMPLES: usize = 3;
 /// spread is the perturbation's, not noise), far below 1 (so the response
 /// stays linear where the result is worth having).
 const PERTURBATION: f64 = 1.0 / (1u64 << 26) as f64;
+
+/// The second, smaller perturbation of
+/// [`TaylorProgram::eval_with_error`], as a fraction of the first: where
+/// the outputs' spread does not shrink with it about as much (within a
+/// factor [`NONLINEAR`]), the first-order scaling to the unit roundoff
+/// does not hold, and the unscaled spread is the estimate.
+const SMALL_RATIO: f64 = 1.0 / 1024.0;
+
+/// How much less than linearly the spread may shrink before it counts as
+/// saturated.
+const NONLINEAR: f64 = 16.0;
 
 /// The factor on the scaled spread. The perturbation is one per result
 /// of an instruction, while a rule rounds many times inside its
