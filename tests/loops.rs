@@ -798,7 +798,9 @@ fn carries_of_every_kind_give_the_same_loop() {
             "{j}: {d:?} vs {g:?}"
         );
     }
-    // A scan with a pair carried.
+    // A scan with a pair carried: s ← s + w·x, w ← w/2, emitting s before
+    // the step. By hand: (s, w) = (0, 1) → (0.5, 0.5) → (0.375, 0.25) →
+    // (0.625, 0.125); the outputs are 0, 0.5, 0.375 (all exact in binary).
     let xs = array::Dense::new(vec![0.5, -0.25, 1.0]);
     let (c, ys) = optic_ad::scan(&xs, (0.0, 1.0), |(s, w): (f64, f64), x| {
         ((s + w * x, w * 0.5), s)
