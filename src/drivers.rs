@@ -18,12 +18,14 @@
 //! Inside programs a structural zero is the constant `−0.0`; a derivative
 //! that is structurally zero is returned by every driver as `+0.0`.
 
+use std::borrow::Cow;
 use std::ops::Add;
 
 use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
 use crate::backend::{Executable, Registers, LANES};
+use crate::differentiable::{Point, Tangent};
 use crate::error::{check_len, Error, Result};
 use crate::functor::forward::{pushforward_in_place, pushforward_into};
 use crate::functor::nested::nest;
@@ -41,6 +43,54 @@ fn check_nonempty(what: &'static str, n: usize) -> Result<()> {
     } else {
         Ok(())
     }
+}
+
+/// `f` on structured points as a closure of the flat leaves: the tracers
+/// are put back into the point's shape (for a flat point, the slice
+/// itself) before `f` sees them.
+fn on_leaves<'a, P, O, R>(
+    point: &'a P,
+    f: impl FnOnce(&P::Arg<Tracer>) -> R + 'a,
+) -> impl FnOnce(&[Tracer]) -> Result<O> + 'a
+where
+    P: Point + ?Sized,
+    R: IntoTraced<O>,
+{
+    move |t| {
+        point
+            .with_arg(t, f)
+            .ok_or(Error::StructureMismatch { what: "point" })?
+            .into_traced()
+    }
+}
+
+/// A value of the point's shape from its leaves (a gradient, a
+/// Hessian-vector product).
+fn in_shape<P: Point + ?Sized, T: Real>(point: &P, leaves: Vec<T>) -> Result<P::Owned<T>> {
+    point
+        .rebuild(leaves)
+        .ok_or(Error::StructureMismatch { what: "point" })
+}
+
+/// The leaves of a direction (or any second point) after checking that it
+/// has the point's structure: its number of leaves (a flat point's length,
+/// [`Error::LengthMismatch`]) and, for structured points, its leaves'
+/// names ([`Error::StructureMismatch`]).
+fn direction_leaves<'a, P, Q>(
+    what: &'static str,
+    point: &P,
+    d: &'a Q,
+) -> Result<Cow<'a, [P::Scalar]>>
+where
+    P: Point + ?Sized,
+    Q: Point<Scalar = P::Scalar> + ?Sized,
+{
+    let leaves = d.leaves();
+    check_len(what, point.leaves().len(), leaves.len())?;
+    if !(P::FLAT && Q::FLAT) && point.leaf_names() != d.leaf_names() {
+        return Err(Error::StructureMismatch { what });
+    }
+    Ok(leaves)
 }
 
 /// What a differentiated closure may return: its traced value(s) `O`, or
@@ -333,12 +383,14 @@ fn hvp_program(t: TracedBuilder, n: usize) -> Result<Program> {
 /// assert_relative_eq!(g[0], 0.5);
 /// assert_relative_eq!(g[1], 2.0 + 0.5_f64.exp());
 /// ```
-pub fn gradient<T: Real, F, R>(f: F, x: &[T]) -> Result<Vec<T>>
+pub fn gradient<P, F, R>(f: F, x: &P) -> Result<Tangent<P>>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    P: Point + ?Sized,
+    F: FnOnce(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    Ok(value_and_gradient_of("gradient", f, x)?.1)
+    let g = value_and_gradient_of("gradient", on_leaves(x, f), &x.leaves())?.1;
+    in_shape(x, g)
 }
 
 /// The value and the gradient, `(f(x), ∇f(x))`, from one trace and one
@@ -371,12 +423,14 @@ where
 /// assert_relative_eq!(y, 1.0 + 0.5_f64.exp());
 /// assert_relative_eq!(g[1], 2.0 + 0.5_f64.exp());
 /// ```
-pub fn value_and_gradient<T: Real, F, R>(f: F, x: &[T]) -> Result<(T, Vec<T>)>
+pub fn value_and_gradient<P, F, R>(f: F, x: &P) -> Result<(P::Scalar, Tangent<P>)>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    P: Point + ?Sized,
+    F: FnOnce(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    value_and_gradient_of("value_and_gradient", f, x)
+    let (y, g) = value_and_gradient_of("value_and_gradient", on_leaves(x, f), &x.leaves())?;
+    Ok((y, in_shape(x, g)?))
 }
 
 /// [`value_and_gradient`], with the driver's name for its errors.
@@ -421,13 +475,23 @@ fn value_and_gradient_of<T: Real, R: IntoTraced<Tracer>>(
 /// assert_relative_eq!(xbar[0], 3.0 + 10.0 * 2.0_f64.cos());
 /// assert_relative_eq!(xbar[1], 2.0);
 /// ```
-pub fn vjp<T: Real, F, R>(f: F, x: &[T], ybar: &[T]) -> Result<(Vec<T>, Vec<T>)>
+pub fn vjp<P, F, R>(f: F, point: &P, ybar: &[P::Scalar]) -> Result<(Vec<P::Scalar>, Tangent<P>)>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    P: Point + ?Sized,
+    F: FnOnce(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
+    let (y, xbar) = vjp_flat(on_leaves(point, f), &point.leaves(), ybar)?;
+    Ok((y, in_shape(point, xbar)?))
+}
+
+fn vjp_flat<T: Real>(
+    f: impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[T],
+    ybar: &[T],
+) -> Result<(Vec<T>, Vec<T>)> {
     check_nonempty("vjp", x.len())?;
-    let (p, mut inputs) = trace_at(vector(f), x)?;
+    let (p, mut inputs) = trace_at(f, x)?;
     let m = p.n_outputs();
     check_len("vjp: output cotangent", m, ybar.len())?;
     let total = p.n_inputs();
@@ -579,19 +643,23 @@ impl Pullback {
 /// assert_relative_eq!(jv[0], 3.0 + 20.0);
 /// assert_relative_eq!(jv[1], 2.0_f64.cos());
 /// ```
-pub fn jvp<T: Real, F, R>(f: F, x: &[T], v: &[T]) -> Result<(Vec<T>, Vec<T>)>
+#[allow(clippy::type_complexity)] // a pair of vectors of the point's scalar
+pub fn jvp<P, Q, F, R>(f: F, point: &P, v: &Q) -> Result<(Vec<P::Scalar>, Vec<P::Scalar>)>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    P: Point + ?Sized,
+    Q: Point<Scalar = P::Scalar> + ?Sized,
+    F: FnOnce(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
+    let x = point.leaves();
     check_nonempty("jvp", x.len())?;
-    check_len("jvp: direction", x.len(), v.len())?;
-    let (p, mut inputs) = trace_at(vector(f), x)?;
+    let v = direction_leaves("jvp: direction", point, v)?;
+    let (p, mut inputs) = trace_at(on_leaves(point, f), &x)?;
     let m = p.n_outputs();
     // ∂⃗p: inputs [x, caps, ẋ], outputs [y, ẏ]; captured values are held
     // fixed.
     let prog = pushforward_program(&p, x.len(), None);
-    inputs.extend_from_slice(v);
+    inputs.extend_from_slice(&v);
     let mut out = prog.eval(&inputs)?;
     let jv = out.split_off(m);
     Ok((out, jv))
@@ -620,13 +688,21 @@ where
 /// assert_relative_eq!(j[1][0], 2.0_f64.exp());
 /// assert_relative_eq!(j[1][1], 0.0);
 /// ```
-pub fn jacobian<T: Real, F, R>(f: F, x: &[T]) -> Result<Vec<Vec<T>>>
+pub fn jacobian<P, F, R>(f: F, point: &P) -> Result<Vec<Vec<P::Scalar>>>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    P: Point + ?Sized,
+    F: FnOnce(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
+    jacobian_flat(on_leaves(point, f), &point.leaves())
+}
+
+fn jacobian_flat<T: Real>(
+    f: impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[T],
+) -> Result<Vec<Vec<T>>> {
     check_nonempty("jacobian", x.len())?;
-    let (p, mut inputs) = trace_at(vector(f), x)?;
+    let (p, mut inputs) = trace_at(f, x)?;
     let (n, total, m) = (x.len(), p.n_inputs(), p.n_outputs());
     let joint = nest(&p, 1)?.positive_zero_outputs(); // [x, ȳ] -> [y, x̄]
     inputs.extend(std::iter::repeat_n(T::cst(0.0), m));
@@ -669,7 +745,23 @@ where
 /// assert_relative_eq!(hv[0], 4.0 - 2.0);
 /// assert_relative_eq!(hv[1], 2.0);
 /// ```
-pub fn hvp<T: Real, F, R>(f: F, x: &[T], v: &[T]) -> Result<Vec<T>>
+pub fn hvp<P, Q, F, R>(f: F, x: &P, v: &Q) -> Result<Tangent<P>>
+where
+    P: Point + ?Sized,
+    Q: Point<Scalar = P::Scalar> + ?Sized,
+    F: FnOnce(&P::Arg<Tracer>) -> R,
+    R: IntoTraced<Tracer>,
+{
+    check_nonempty("hvp", x.leaves().len())?;
+    let hv = hvp_flat(
+        on_leaves(x, f),
+        &x.leaves(),
+        &direction_leaves("hvp: direction", x, v)?,
+    )?;
+    in_shape(x, hv)
+}
+
+fn hvp_flat<T: Real, F, R>(f: F, x: &[T], v: &[T]) -> Result<Vec<T>>
 where
     F: FnOnce(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
@@ -715,7 +807,16 @@ where
 /// assert_relative_eq!(h[1][0], 0.5_f64.cos());
 /// assert_relative_eq!(h[1][1], 0.0);
 /// ```
-pub fn hessian<T: Real, F, R>(f: F, x: &[T]) -> Result<Vec<Vec<T>>>
+pub fn hessian<P, F, R>(f: F, x: &P) -> Result<Vec<Vec<P::Scalar>>>
+where
+    P: Point + ?Sized,
+    F: FnOnce(&P::Arg<Tracer>) -> R,
+    R: IntoTraced<Tracer>,
+{
+    hessian_flat(on_leaves(x, f), &x.leaves())
+}
+
+fn hessian_flat<T: Real, F, R>(f: F, x: &[T]) -> Result<Vec<Vec<T>>>
 where
     F: FnOnce(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
@@ -1467,16 +1568,31 @@ fn directional_jet(
 /// let (u, v, w) = ([1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]);
 /// assert_relative_eq!(d3(f, &[0.3, 0.4, 0.5], &u, &v, &w).unwrap(), 1.0, max_relative = 1e-14);
 /// ```
-pub fn d3<T, F, R>(f: F, x: &[T], u: &[T], v: &[T], w: &[T]) -> Result<T>
+pub fn d3<P, Qu, Qv, Qw, F, R>(f: F, x: &P, u: &Qu, v: &Qv, w: &Qw) -> Result<P::Scalar>
+where
+    P: Point + ?Sized,
+    Qu: Point<Scalar = P::Scalar> + ?Sized,
+    Qv: Point<Scalar = P::Scalar> + ?Sized,
+    Qw: Point<Scalar = P::Scalar> + ?Sized,
+    F: FnOnce(&P::Arg<Tracer>) -> R,
+    R: IntoTraced<Tracer>,
+{
+    check_nonempty("d3", x.leaves().len())?;
+    let (u, v, w) = (
+        direction_leaves("direction u", x, u)?,
+        direction_leaves("direction v", x, v)?,
+        direction_leaves("direction w", x, w)?,
+    );
+    d3_flat(on_leaves(x, f), &x.leaves(), &u, &v, &w)
+}
+
+fn d3_flat<T, F, R>(f: F, x: &[T], u: &[T], v: &[T], w: &[T]) -> Result<T>
 where
     T: Real,
     F: FnOnce(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
 {
     check_nonempty("d3", x.len())?;
-    for (what, d) in [("direction u", u), ("direction v", v), ("direction w", w)] {
-        check_len(what, x.len(), d.len())?;
-    }
     if !is_f64::<T>() {
         let n = x.len();
         let (q, mut inputs) = directional_program(f, x, u, 3)?;

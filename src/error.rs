@@ -50,6 +50,16 @@ pub enum Error {
         /// The shape it got.
         got: crate::array::Shape,
     },
+    /// A direction (or another second point) given with a structured point
+    /// has another structure than the point: a `Vec` field of another
+    /// length, a different type of point. Also returned if a hand-written
+    /// [`crate::Differentiable`] implementation rebuilds a different
+    /// number of leaves than it flattens.
+    #[error("structure mismatch for {what}: it does not have the point's fields and lengths")]
+    StructureMismatch {
+        /// Which argument.
+        what: &'static str,
+    },
     /// An [`crate::array::ArrayWorkspace`] was given a program other than
     /// the one it was made for (its buffers are planned for that one).
     #[error("this array workspace was made for another program: make one with ArrayWorkspace::new(&program)")]

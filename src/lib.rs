@@ -90,6 +90,7 @@
 pub mod argmin_interop;
 pub mod array;
 mod backend;
+pub mod differentiable;
 mod drivers;
 mod error;
 #[cfg(feature = "faer")]
@@ -104,6 +105,7 @@ mod real;
 pub mod rules;
 
 pub use backend::{Executable, Registers};
+pub use differentiable::{leaf_names, Differentiable, Leaves, Point, Rebuild, Tangent};
 pub use drivers::{
     d3, derivative, derivative_with_error, gradient, hessian, hvp, jacobian, jvp, pullback, taylor,
     value_and_gradient, vjp, Derivatives, Gradient, Hvp, IntoTraced, Pullback,
@@ -126,6 +128,11 @@ pub use typenum;
 /// The fixed-size arrays the typed drivers return (`derivative::<N>`
 /// returns a `GenericArray<f64, N + 1>`), re-exported for naming them.
 pub use generic_array;
+
+/// `#[derive(Differentiable)]` (feature `derive`, on by default): see
+/// [`differentiable`].
+#[cfg(feature = "derive")]
+pub use optic_ad_derive::Differentiable;
 
 #[cfg(doctest)]
 mod book;

@@ -1,0 +1,381 @@
+//! Structured points: `#[derive(Differentiable)]` structs as the drivers'
+//! points, against closed forms, finite differences of the order below,
+//! and the flat form of the same function (bit for bit); flatten and
+//! rebuild on random shapes; bad directions.
+//!
+//! Tolerances: the closed forms are the same arithmetic in another order,
+//! so they agree to a few ulps (1e-14 at values of order 1); central
+//! differences of the gradient with step 1e-6 have truncation error of
+//! order h² · |f‴| ≈ 1e-11 and rounding of order 1e-16 / h ≈ 1e-10 here,
+//! allowed as 1e-8.
+
+mod common;
+
+use approx::assert_relative_eq;
+use common::check;
+use optic_ad::{
+    d3, gradient, hessian, hvp, jacobian, jvp, leaf_names, value_and_gradient, vjp, Differentiable,
+    Error, Leaves, Real, Rebuild, Tracer,
+};
+use proptest::prelude::*;
+
+#[derive(Clone, Debug, PartialEq, Differentiable)]
+struct Params<T> {
+    w: Vec<T>,
+    b: T,
+    #[differentiable(skip)]
+    label: usize,
+}
+
+fn loss<T: Real>(p: &Params<T>) -> T {
+    let s = p.w.iter().fold(p.b, |acc, &w| acc + w * w);
+    s.sin() * p.b
+}
+
+/// The example: ∂/∂wᵢ = 2 wᵢ b cos s, ∂/∂b = sin s + b cos s, with
+/// s = b + Σ wⱼ².
+fn loss_gradient(w: &[f64], b: f64) -> (Vec<f64>, f64) {
+    let s = b + w.iter().map(|w| w * w).sum::<f64>();
+    (
+        w.iter().map(|w| 2.0 * w * b * s.cos()).collect(),
+        s.sin() + b * s.cos(),
+    )
+}
+
+#[test]
+fn the_gradient_of_a_struct_is_a_struct_equal_to_the_closed_form() {
+    let p = Params {
+        w: vec![0.5, -1.0, 2.0],
+        b: 0.3,
+        label: 7,
+    };
+    let g: Params<f64> = gradient(loss, &p).unwrap();
+    let (gw, gb) = loss_gradient(&p.w, p.b);
+    for (a, b) in g.w.iter().zip(&gw) {
+        assert_relative_eq!(*a, *b, epsilon = 1e-14);
+    }
+    assert_relative_eq!(g.b, gb, epsilon = 1e-14);
+    assert_eq!(g.label, 7);
+
+    // The HVP against central differences of the closed-form gradient.
+    let hv: Params<f64> = hvp(loss, &p, &g).unwrap();
+    let h = 1e-6;
+    let shifted = |t: f64| {
+        let w: Vec<f64> = p.w.iter().zip(&g.w).map(|(w, d)| w + t * d).collect();
+        loss_gradient(&w, p.b + t * g.b)
+    };
+    let ((wp, bp), (wm, bm)) = (shifted(h), shifted(-h));
+    for i in 0..3 {
+        assert_relative_eq!(hv.w[i], (wp[i] - wm[i]) / (2.0 * h), epsilon = 1e-8);
+    }
+    assert_relative_eq!(hv.b, (bp - bm) / (2.0 * h), epsilon = 1e-8);
+    assert_eq!(hv.label, 7);
+}
+
+#[derive(Clone, Debug, PartialEq, Differentiable)]
+struct Layer<T> {
+    weights: [T; 2],
+    bias: T,
+}
+
+#[derive(Clone, Debug, PartialEq, Differentiable)]
+struct Pair<T>(T, #[differentiable(skip)] bool, Vec<T>);
+
+#[derive(Clone, Debug, PartialEq, Differentiable)]
+struct Model<T> {
+    layers: Vec<Layer<T>>,
+    scale: T,
+    offset: Option<T>,
+    pair: Pair<T>,
+    #[differentiable(skip)]
+    steps: usize,
+    unused: Vec<T>,
+}
+
+fn model() -> Model<f64> {
+    Model {
+        layers: vec![
+            Layer {
+                weights: [0.3, -0.7],
+                bias: 0.1,
+            },
+            Layer {
+                weights: [1.1, 0.4],
+                bias: -0.2,
+            },
+        ],
+        scale: 0.8,
+        offset: Some(0.25),
+        pair: Pair(0.6, true, vec![0.2, -0.5]),
+        steps: 3,
+        unused: vec![4.0, 5.0],
+    }
+}
+
+/// A function of every field but `unused`, read by name.
+fn model_loss<T: Real>(m: &Model<T>) -> T {
+    let mut acc = m.offset.unwrap_or(T::cst(0.0));
+    for l in &m.layers {
+        acc = (acc * l.weights[0] + l.weights[1] * m.scale + l.bias).tanh();
+    }
+    let p = &m.pair;
+    acc * p.0 + p.2.iter().fold(T::cst(0.0), |s, &v| s + v * v).sqrt() * m.scale
+}
+
+/// The same function of the flat leaves, in the documented order: fields
+/// in declaration order, depth first, skipped fields absent.
+fn model_loss_flat<T: Real>(x: &[T]) -> T {
+    // layers[0].weights[0..2], layers[0].bias, layers[1]…, scale, offset,
+    // pair.0, pair.2[0..2], unused[0..2]
+    let (l0, l1, scale, offset) = (&x[0..3], &x[3..6], x[6], x[7]);
+    let (p0, p2) = (x[8], &x[9..11]);
+    let mut acc = offset;
+    for l in [l0, l1] {
+        acc = (acc * l[0] + l[1] * scale + l[2]).tanh();
+    }
+    acc * p0 + p2.iter().fold(T::cst(0.0), |s, &v| s + v * v).sqrt() * scale
+}
+
+fn flat(m: &Model<f64>) -> Vec<f64> {
+    let mut v = Vec::new();
+    m.flatten_into(&mut v);
+    v
+}
+
+fn bits(v: &[f64]) -> Vec<u64> {
+    v.iter().map(|x| x.to_bits()).collect()
+}
+
+#[test]
+fn leaves_are_in_declaration_order_with_their_names() {
+    let m = model();
+    assert_eq!(
+        leaf_names(&m),
+        [
+            "layers[0].weights[0]",
+            "layers[0].weights[1]",
+            "layers[0].bias",
+            "layers[1].weights[0]",
+            "layers[1].weights[1]",
+            "layers[1].bias",
+            "scale",
+            "offset",
+            "pair.0",
+            "pair.2[0]",
+            "pair.2[1]",
+            "unused[0]",
+            "unused[1]",
+        ]
+    );
+    assert_eq!(m.leaf_count(), 13);
+    assert_eq!(
+        flat(&m),
+        [0.3, -0.7, 0.1, 1.1, 0.4, -0.2, 0.8, 0.25, 0.6, 0.2, -0.5, 4.0, 5.0]
+    );
+    assert_eq!(model_loss(&m), model_loss_flat(&flat(&m)));
+}
+
+#[test]
+fn every_driver_on_a_nested_struct_equals_its_flat_form_bit_for_bit() {
+    let m = model();
+    let x = flat(&m);
+    let mut d = m.clone();
+    d.scale = -1.5;
+    d.layers[1].weights = [0.5, 2.0];
+    d.pair.2[0] = 3.0;
+    let v = flat(&d);
+
+    let g = gradient(model_loss, &m).unwrap();
+    assert_eq!(
+        bits(&flat(&g)),
+        bits(&gradient(model_loss_flat, &x).unwrap())
+    );
+    // Data passes through; a field the function does not read has a zero
+    // gradient (structural: `+0.0`).
+    assert_eq!((g.steps, g.pair.1), (3, true));
+    assert_eq!(bits(&g.unused), bits(&[0.0, 0.0]));
+
+    let (y, g2) = value_and_gradient(model_loss, &m).unwrap();
+    let (yf, g2f) = value_and_gradient(model_loss_flat, &x).unwrap();
+    assert_eq!((y.to_bits(), bits(&flat(&g2))), (yf.to_bits(), bits(&g2f)));
+
+    let hv = hvp(model_loss, &m, &d).unwrap();
+    assert_eq!(
+        bits(&flat(&hv)),
+        bits(&hvp(model_loss_flat, &x, &v).unwrap())
+    );
+
+    let h = hessian(model_loss, &m).unwrap();
+    let hf = hessian(model_loss_flat, &x).unwrap();
+    assert_eq!(h.len(), 13);
+    for (a, b) in h.iter().zip(&hf) {
+        assert_eq!(bits(a), bits(b));
+    }
+
+    let third = d3(model_loss, &m, &d, &m, &d).unwrap();
+    let third_flat = d3(model_loss_flat, &x, &v, &x, &v).unwrap();
+    assert_eq!(third.to_bits(), third_flat.to_bits());
+
+    let two = |m: &Model<Tracer>| vec![model_loss(m), m.scale * m.pair.0];
+    let two_flat = |x: &[Tracer]| vec![model_loss_flat(x), x[6] * x[8]];
+    let (y, jv) = jvp(two, &m, &d).unwrap();
+    let (yf, jvf) = jvp(two_flat, &x, &v).unwrap();
+    assert_eq!((bits(&y), bits(&jv)), (bits(&yf), bits(&jvf)));
+    let (y, xbar) = vjp(two, &m, &[1.0, -2.0]).unwrap();
+    let (yf, xbarf) = vjp(two_flat, &x, &[1.0, -2.0]).unwrap();
+    assert_eq!((bits(&y), bits(&flat(&xbar))), (bits(&yf), bits(&xbarf)));
+    let j = jacobian(two, &m).unwrap();
+    assert_eq!(j, jacobian(two_flat, &x).unwrap());
+}
+
+#[test]
+fn a_tuple_of_fields_is_a_point() {
+    let f = |(a, v): &(Tracer, Vec<Tracer>)| *a * v[0] + v[1].exp();
+    let (ga, gv) = gradient(f, &(2.0, vec![3.0, 0.5])).unwrap();
+    assert_eq!((ga, gv[0]), (3.0, 2.0));
+    assert_relative_eq!(gv[1], 0.5_f64.exp());
+}
+
+#[test]
+fn structured_points_nest_inside_a_trace() {
+    // g(b) = ∂/∂w₀ loss at w = (b, 1), inside a gradient with respect to
+    // b: a structured point whose leaves are tracers of the outer trace.
+    let outer = gradient(
+        |b: &[Tracer]| {
+            let p = Params {
+                w: vec![b[0], b[0] * 0.0 + 1.0],
+                b: b[0],
+                label: 0,
+            };
+            Ok(gradient(loss, &p)?.w[0])
+        },
+        &[0.4],
+    )
+    .unwrap();
+    // ∂/∂w₀ = 2 w₀ b cos s with w₀ = b and s = b + b² + 1:
+    // d/db (2 b² cos s) = 4 b cos s − 2 b² sin s · (1 + 2b).
+    let b = 0.4_f64;
+    let s = b + b * b + 1.0;
+    let expected = 4.0 * b * s.cos() - 2.0 * b * b * s.sin() * (1.0 + 2.0 * b);
+    assert_relative_eq!(outer[0], expected, epsilon = 1e-14);
+}
+
+#[test]
+fn a_direction_of_another_shape_is_an_error() {
+    let p = Params {
+        w: vec![0.5, -1.0, 2.0],
+        b: 0.3,
+        label: 7,
+    };
+    let short = Params {
+        w: vec![1.0, 1.0],
+        b: 1.0,
+        label: 7,
+    };
+    assert!(matches!(
+        hvp(loss, &p, &short),
+        Err(Error::LengthMismatch { .. })
+    ));
+    // The same number of leaves, arranged otherwise.
+    let m = model();
+    let mut other = model();
+    other.layers.pop();
+    other.unused.extend([1.0, 2.0, 3.0]);
+    assert_eq!(other.leaf_count(), m.leaf_count());
+    assert!(matches!(
+        hvp(model_loss, &m, &other),
+        Err(Error::StructureMismatch { .. })
+    ));
+    let mut none = model();
+    none.offset = None;
+    none.unused.push(1.0);
+    assert!(matches!(
+        d3(model_loss, &m, &m, &none, &m),
+        Err(Error::StructureMismatch { .. })
+    ));
+    // A flat direction for a structured point is refused, not guessed.
+    assert!(matches!(
+        jvp(|m: &Model<Tracer>| vec![m.scale], &m, &flat(&m)),
+        Err(Error::StructureMismatch { .. })
+    ));
+}
+
+/// A point of random shape: a `Vec` of layers, a `Vec` of scalars, an
+/// optional scalar.
+fn random_model() -> impl Strategy<Value = Model<f64>> {
+    let v = || -2.0..2.0_f64;
+    (
+        prop::collection::vec(((v(), v()), v()), 0..4),
+        v(),
+        prop::option::of(v()),
+        (v(), prop::collection::vec(v(), 0..4)),
+        prop::collection::vec(v(), 0..4),
+        any::<usize>(),
+    )
+        .prop_map(|(layers, scale, offset, (p0, p2), unused, steps)| Model {
+            layers: layers
+                .into_iter()
+                .map(|((a, b), bias)| Layer {
+                    weights: [a, b],
+                    bias,
+                })
+                .collect(),
+            scale,
+            offset,
+            pair: Pair(p0, steps % 2 == 0, p2),
+            steps,
+            unused,
+        })
+}
+
+/// rebuild ∘ flatten = id, and the names count the leaves.
+#[test]
+fn flatten_then_rebuild_is_the_identity() {
+    check("flatten_then_rebuild", 256, random_model(), |m, _| {
+        let leaves = flat(&m);
+        prop_assert_eq!(leaves.len(), m.leaf_count());
+        prop_assert_eq!(leaf_names(&m).len(), leaves.len());
+        let mut rest = Leaves::new(&leaves);
+        let back = <Model<f64> as Rebuild<Model<f64>>>::rebuild(&m, &mut rest).unwrap();
+        prop_assert_eq!(rest.remaining(), 0);
+        prop_assert_eq!(&back, &m);
+        prop_assert!(back.same_shape(&m));
+        // Too few leaves: no value, never a panic.
+        if !leaves.is_empty() {
+            let mut short = Leaves::new(&leaves[1..]);
+            prop_assert!(<Model<f64> as Rebuild<Model<f64>>>::rebuild(&m, &mut short).is_none());
+        }
+        Ok(())
+    });
+}
+
+/// A random program of the leaves, read through the structure: its
+/// gradient and HVP are the flat ones, rebuilt in the point's shape, bit
+/// for bit.
+#[test]
+fn structured_gradient_equals_the_flat_gradient() {
+    let strategy = random_model()
+        .prop_filter("at least one leaf", |m| m.leaf_count() > 0)
+        .prop_flat_map(|m| {
+            let n = m.leaf_count();
+            (Just(m), common::program(n, 1, 3..=25, 2.0))
+        });
+    check("structured_gradient", 128, strategy, |(m, r), _| {
+        let p = &r.program;
+        let f = |m: &Model<Tracer>| {
+            let mut x = Vec::new();
+            m.flatten_into(&mut x);
+            p.eval(&x).unwrap()[0]
+        };
+        let flat_f = |x: &[Tracer]| p.eval(x).unwrap()[0];
+        let x = flat(&m);
+        let g = gradient(f, &m).unwrap();
+        prop_assert_eq!(g.steps, m.steps);
+        let gf = gradient(flat_f, &x).unwrap();
+        prop_assert_eq!(bits(&flat(&g)), bits(&gf));
+        let hv = hvp(f, &m, &g).unwrap();
+        let hvf = hvp(flat_f, &x, &gf).unwrap();
+        prop_assert_eq!(bits(&flat(&hv)), bits(&hvf));
+        Ok(())
+    });
+}
