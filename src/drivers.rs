@@ -25,7 +25,7 @@ use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
 use crate::backend::{Executable, Registers, LANES};
-use crate::differentiable::{Point, Tangent};
+use crate::differentiable::{Differentiable, Point, Tangent};
 use crate::error::{check_len, Error, Result};
 use crate::functor::forward::{pushforward_in_place, pushforward_into};
 use crate::functor::nested::nest;
@@ -166,6 +166,105 @@ impl IntoTraced<Vec<Tracer>> for Vec<Tracer> {
 impl IntoTraced<Vec<Tracer>> for Result<Vec<Tracer>> {
     fn into_traced(self) -> Result<Vec<Tracer>> {
         self
+    }
+}
+
+/// A scalar function of a point's leaves, as the compiled drivers
+/// [`Gradient`] and [`Hvp`] hold it: a closure of `&[Tracer]` (the flat
+/// forms, [`Gradient::new`]), or a function of a structured point with the
+/// point's shape kept beside it ([`OnPoint`], [`Gradient::structured`]).
+/// Sealed.
+pub trait LeafFunction: leaf_private::Sealed {
+    /// `f` at these leaves, traced.
+    ///
+    /// # Errors
+    ///
+    /// The function's own error; [`Error::StructureMismatch`] if the
+    /// leaves do not fit the point.
+    fn call_leaves(&self, leaves: &[Tracer]) -> Result<Tracer>;
+}
+
+mod leaf_private {
+    pub trait Sealed {}
+}
+
+impl<F, R> leaf_private::Sealed for F
+where
+    F: Fn(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
+{
+}
+
+impl<F, R> LeafFunction for F
+where
+    F: Fn(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
+{
+    fn call_leaves(&self, leaves: &[Tracer]) -> Result<Tracer> {
+        self(leaves).into_traced()
+    }
+}
+
+/// A function of a structured point, with the point whose shape (`Vec`
+/// lengths, data fields) its traced programs were built for: the `F` of a
+/// [`Gradient`] or [`Hvp`] made by `structured`.
+pub struct OnPoint<P, F> {
+    point: P,
+    f: F,
+    /// The leaves of the latest point, kept to be reused.
+    leaves: Vec<f64>,
+}
+
+impl<P, F> std::fmt::Debug for OnPoint<P, F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OnPoint")
+            .field("leaves", &self.leaves.len())
+            .finish()
+    }
+}
+
+impl<P, F> leaf_private::Sealed for OnPoint<P, F> {}
+
+impl<P, F, R> LeafFunction for OnPoint<P, F>
+where
+    P: Point<Scalar = f64>,
+    F: Fn(&P::Arg<Tracer>) -> R,
+    R: IntoTraced<Tracer>,
+{
+    fn call_leaves(&self, leaves: &[Tracer]) -> Result<Tracer> {
+        on_leaves(&self.point, &self.f)(leaves)
+    }
+}
+
+impl<P, F, R> OnPoint<P, F>
+where
+    P: Differentiable<Scalar = f64> + Point<Scalar = f64> + Clone,
+    F: Fn(&P::Arg<Tracer>) -> R,
+    R: IntoTraced<Tracer>,
+{
+    fn new(f: F, point: &P) -> Self {
+        OnPoint {
+            point: point.clone(),
+            f,
+            leaves: Vec::new(),
+        }
+    }
+
+    /// The leaves of `p`, in the kept buffer (which the caller gives back
+    /// with [`OnPoint::restore`]), after checking that `p` has the shape
+    /// the programs were built for.
+    fn take_leaves(&mut self, what: &'static str, p: &P) -> Result<Vec<f64>> {
+        if !self.point.same_shape(p) {
+            return Err(Error::StructureMismatch { what });
+        }
+        let mut x = std::mem::take(&mut self.leaves);
+        x.clear();
+        p.flatten_into(&mut x);
+        Ok(x)
+    }
+
+    fn restore(&mut self, leaves: Vec<f64>) {
+        self.leaves = leaves;
     }
 }
 
@@ -1690,9 +1789,80 @@ where
             regs: Registers::new(),
         })
     }
+}
 
+impl<P, F, R> Gradient<OnPoint<P, F>>
+where
+    P: Differentiable<Scalar = f64> + Point<Scalar = f64> + Clone,
+    F: Fn(&P::Arg<Tracer>) -> R,
+    R: IntoTraced<Tracer>,
+{
+    /// Traces `f`, a function of a structured point (a struct deriving
+    /// [`Differentiable`]), at `p0` and builds its gradient program: the
+    /// compiled form of [`gradient`] on such points. Later points must
+    /// have `p0`'s structure (its `Vec` lengths); the data fields of
+    /// `p0` are the ones `f` sees.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyInput`] if `p0` has no leaves; as [`gradient`]
+    /// otherwise.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{Differentiable, Gradient, Real};
+    ///
+    /// #[derive(Clone, Differentiable)]
+    /// struct Line<T> {
+    ///     slope: T,
+    ///     intercept: T,
+    /// }
+    /// fn loss<T: Real>(l: &Line<T>) -> T {
+    ///     let r = l.slope * 2.0 + l.intercept - 1.0;
+    ///     r * r
+    /// }
+    /// let mut g = Gradient::structured(loss, &Line { slope: 0.0, intercept: 0.0 }).unwrap();
+    /// let (y, grad) = g.eval_point(&Line { slope: 1.0, intercept: 0.5 }).unwrap();
+    /// assert_relative_eq!(y, 2.25);
+    /// assert_relative_eq!(grad.slope, 2.0 * 1.5 * 2.0);
+    /// assert_relative_eq!(grad.intercept, 2.0 * 1.5);
+    /// ```
+    pub fn structured(f: F, p0: &P) -> Result<Self> {
+        let n = p0.leaf_count();
+        check_nonempty("Gradient", n)?;
+        let f = OnPoint::new(f, p0);
+        let program = Self::build(&f, &p0.leaves())?;
+        Ok(Gradient {
+            f,
+            n,
+            out: vec![0.0; n + 1],
+            program,
+            regs: Registers::new(),
+        })
+    }
+
+    /// `(f(p), ∇f(p))`, the gradient in `p`'s type (its data fields
+    /// copied from `p`). Allocates the gradient; [`Gradient::eval`] on the
+    /// flat leaves is the allocation-free path.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StructureMismatch`] unless `p` has the structure of the
+    /// point the gradient was built at; errors of re-tracing.
+    pub fn eval_point(&mut self, p: &P) -> Result<(f64, Tangent<P>)> {
+        let x = self.f.take_leaves("Gradient: point", p)?;
+        let mut grad = vec![0.0; self.n];
+        let y = self.eval(&x, &mut grad);
+        self.f.restore(x);
+        Ok((y?, in_shape(p, grad)?))
+    }
+}
+
+impl<F: LeafFunction> Gradient<F> {
     fn build(f: &F, x: &[f64]) -> Result<Executable> {
-        let (t, _) = trace_builder_at(scalar(f), x)?;
+        let (t, _) = trace_builder_at(scalar(|t| f.call_leaves(t)), x)?;
         Ok(Executable::new(
             gradient_program(t, x.len())?.into_schedule(),
         ))
@@ -1837,12 +2007,8 @@ impl HvpSplit {
     const LEFT: usize = 0;
     const RIGHT: usize = 1;
 
-    fn build<F, R>(f: &F, x: &[f64]) -> Result<Self>
-    where
-        F: Fn(&[Tracer]) -> R,
-        R: IntoTraced<Tracer>,
-    {
-        let (t, _) = trace_builder_at(scalar(f), x)?;
+    fn build<F: LeafFunction>(f: &F, x: &[f64]) -> Result<Self> {
+        let (t, _) = trace_builder_at(scalar(|t| f.call_leaves(t)), x)?;
         let staged = hvp_staged(t, x.len(), true)?;
         let ws = staged.workspace();
         Ok(HvpSplit { staged, ws })
@@ -1897,7 +2063,94 @@ where
             lane_out: Vec::new(),
         })
     }
+}
 
+impl<P, F, R> Hvp<OnPoint<P, F>>
+where
+    P: Differentiable<Scalar = f64> + Point<Scalar = f64> + Clone,
+    F: Fn(&P::Arg<Tracer>) -> R,
+    R: IntoTraced<Tracer>,
+{
+    /// Traces `f`, a function of a structured point (a struct deriving
+    /// [`Differentiable`]), at `p0` and builds the split Hessian-vector
+    /// program: the compiled form of [`hvp`] on such points. Later points
+    /// and directions must have `p0`'s structure.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyInput`] if `p0` has no leaves; as [`gradient`]
+    /// otherwise.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{Differentiable, Hvp, Real};
+    ///
+    /// #[derive(Clone, Differentiable)]
+    /// struct Point2<T> {
+    ///     x: T,
+    ///     y: T,
+    /// }
+    /// fn f<T: Real>(p: &Point2<T>) -> T {
+    ///     p.x.powi(3) + p.x * p.y
+    /// }
+    /// let mut h = Hvp::structured(f, &Point2 { x: 1.0, y: 1.0 }).unwrap();
+    /// let (y, grad) = h.linearize_point(&Point2 { x: 2.0, y: 3.0 }).unwrap();
+    /// assert_relative_eq!(y, 14.0);
+    /// assert_relative_eq!(grad.x, 15.0);
+    /// let hv = h.apply_point(&Point2 { x: 1.0, y: 0.0 }).unwrap();
+    /// assert_relative_eq!(hv.x, 12.0); // ∂²f/∂x² = 6x
+    /// assert_relative_eq!(hv.y, 1.0);
+    /// ```
+    pub fn structured(f: F, p0: &P) -> Result<Self> {
+        let n = p0.leaf_count();
+        check_nonempty("Hvp", n)?;
+        let f = OnPoint::new(f, p0);
+        let split = HvpSplit::build(&f, &p0.leaves())?;
+        Ok(Hvp {
+            f,
+            n,
+            split,
+            linearized: false,
+            lane_in: Vec::new(),
+            lane_out: Vec::new(),
+        })
+    }
+
+    /// Runs the left at `p`: `(f(p), ∇f(p))`, the gradient in `p`'s type.
+    /// Allocates the gradient; [`Hvp::linearize`] on the flat leaves is
+    /// the allocation-free path.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StructureMismatch`] unless `p` has the structure of the
+    /// point the `Hvp` was built at; errors of re-tracing.
+    pub fn linearize_point(&mut self, p: &P) -> Result<(f64, Tangent<P>)> {
+        let x = self.f.take_leaves("Hvp: point", p)?;
+        let mut grad = vec![0.0; self.n];
+        let y = self.linearize_with_gradient(&x, &mut grad);
+        self.f.restore(x);
+        Ok((y?, in_shape(p, grad)?))
+    }
+
+    /// `H_f(p) v` in `v`'s type, at the point of the last linearization.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StructureMismatch`] unless `v` has the point's structure;
+    /// [`Error::NotLinearized`] as [`Hvp::apply`].
+    pub fn apply_point(&mut self, v: &P) -> Result<Tangent<P>> {
+        let x = self.f.take_leaves("Hvp: direction", v)?;
+        let mut hv = vec![0.0; self.n];
+        let r = self.apply(&x, &mut hv);
+        self.f.restore(x);
+        r?;
+        in_shape(v, hv)
+    }
+}
+
+impl<F: LeafFunction> Hvp<F> {
     /// Length of the residual kept between [`Hvp::linearize`] and
     /// [`Hvp::apply`].
     pub fn residual_len(&self) -> usize {

@@ -15,7 +15,7 @@ use approx::assert_relative_eq;
 use common::check;
 use optic_ad::{
     d3, gradient, hessian, hvp, jacobian, jvp, leaf_names, value_and_gradient, vjp, Differentiable,
-    Error, Leaves, Real, Rebuild, Tracer,
+    Error, Gradient, Hvp, Leaves, Real, Rebuild, Tracer,
 };
 use proptest::prelude::*;
 
@@ -378,4 +378,82 @@ fn structured_gradient_equals_the_flat_gradient() {
         prop_assert_eq!(bits(&flat(&hv)), bits(&hvf));
         Ok(())
     });
+}
+
+#[test]
+fn compiled_drivers_on_a_struct_equal_their_flat_forms_bit_for_bit() {
+    let m = model();
+    let x = flat(&m);
+    let mut g = Gradient::structured(model_loss, &m).unwrap();
+    let mut gf = Gradient::new(model_loss_flat, &x).unwrap();
+    let mut h = Hvp::structured(model_loss, &m).unwrap();
+    let mut hf = Hvp::new(model_loss_flat, &x).unwrap();
+    let (mut grad, mut hv) = (vec![0.0; 13], vec![0.0; 13]);
+    for k in 0..4 {
+        let mut p = model();
+        p.scale += 0.1 * k as f64;
+        p.pair.2[1] -= 0.2 * k as f64;
+        let xp = flat(&p);
+        let (y, gs) = g.eval_point(&p).unwrap();
+        let yf = gf.eval(&xp, &mut grad).unwrap();
+        assert_eq!((y.to_bits(), bits(&flat(&gs))), (yf.to_bits(), bits(&grad)));
+        assert_eq!(gs.steps, 3);
+
+        let (y, gs) = h.linearize_point(&p).unwrap();
+        let yf = hf.linearize_with_gradient(&xp, &mut grad).unwrap();
+        assert_eq!((y.to_bits(), bits(&flat(&gs))), (yf.to_bits(), bits(&grad)));
+        let hs = h.apply_point(&gs).unwrap();
+        hf.apply(&grad, &mut hv).unwrap();
+        assert_eq!(bits(&flat(&hs)), bits(&hv));
+    }
+    // Another structure is refused, by both.
+    let mut other = model();
+    other.unused.push(1.0);
+    assert!(matches!(
+        g.eval_point(&other),
+        Err(Error::StructureMismatch { .. })
+    ));
+    assert!(matches!(
+        h.linearize_point(&other),
+        Err(Error::StructureMismatch { .. })
+    ));
+    assert!(matches!(
+        h.apply_point(&other),
+        Err(Error::StructureMismatch { .. })
+    ));
+}
+
+/// A branch on a field: the compiled structured drivers re-trace where
+/// its guard fails, as the flat ones do.
+#[test]
+fn compiled_structured_drivers_retrace_where_a_guard_fails() {
+    fn f<T: Real>(p: &Params<T>) -> T {
+        if p.b > 0.0 {
+            p.w[0] * p.b
+        } else {
+            p.w[1] * p.b * p.b
+        }
+    }
+    let at = |b: f64| Params {
+        w: vec![2.0, 3.0],
+        b,
+        label: 1,
+    };
+    let mut g = Gradient::structured(f, &at(1.0)).unwrap();
+    let mut h = Hvp::structured(f, &at(1.0)).unwrap();
+    // b > 0: ∂/∂b = w₀; ∂²/∂b² = 0, ∂²/∂b∂w₀ = 1.
+    assert_eq!(g.eval_point(&at(0.5)).unwrap().1.b, 2.0);
+    // b < 0: ∂/∂b = 2 w₁ b; ∂²/∂b² = 2 w₁, ∂²/∂b∂w₁ = 2b.
+    assert_eq!(g.eval_point(&at(-0.5)).unwrap().1.b, -3.0);
+    let db = Params {
+        w: vec![0.0, 0.0],
+        b: 1.0,
+        label: 1,
+    };
+    h.linearize_point(&at(-0.5)).unwrap();
+    let hv = h.apply_point(&db).unwrap();
+    assert_eq!((hv.b, hv.w[0], hv.w[1]), (6.0, 0.0, -1.0));
+    h.linearize_point(&at(0.5)).unwrap();
+    let hv = h.apply_point(&db).unwrap();
+    assert_eq!((hv.b, hv.w[0], hv.w[1]), (0.0, 1.0, 0.0));
 }
