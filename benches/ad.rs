@@ -261,6 +261,63 @@ fn bench_logistic(c: &mut Criterion) {
     );
 }
 
+/// The WDBC logistic loss at a structured point (`model::Logistic { w, b }`)
+/// beside the same loss at the flat leaves, the compiled drivers of each:
+/// what structure costs (issue "Structured points": within 1.02×).
+fn bench_logistic_structured(c: &mut Criterion) {
+    let path = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../examples/data/wdbc.csv"
+    ));
+    let data = model::load_wdbc(path).unwrap();
+    let (n, d) = (data.n_params(), data.n_features);
+    let x: Vec<f64> = (0..n).map(|i| 0.1 * ((i as f64) * 0.9).sin()).collect();
+    let v: Vec<f64> = (0..n).map(|i| ((i as f64) * 1.7).cos()).collect();
+    let (p, pv) = (
+        model::Logistic::from_leaves(d, &x).unwrap(),
+        model::Logistic::from_leaves(d, &v).unwrap(),
+    );
+    let flat = |t: &[Tracer]| model::objective(t, &data);
+    let structured = |p: &model::Logistic<Tracer>| model::loss(p, &data);
+
+    let mut grad = Gradient::new(flat, &x).unwrap();
+    let mut grad_s = Gradient::structured(structured, &p).unwrap();
+    let mut hvp = Hvp::new(flat, &x).unwrap();
+    let mut hvp_s = Hvp::structured(structured, &p).unwrap();
+    let (mut gout, mut hv) = (vec![0.0; n], vec![0.0; n]);
+    grad.eval(&x, &mut gout).unwrap();
+    let (_, gs) = grad_s.eval_point(&p).unwrap();
+    assert_eq!(gs, model::Logistic::from_leaves(d, &gout).unwrap());
+    hvp.linearize(&x).unwrap();
+    hvp.apply(&v, &mut hv).unwrap();
+    hvp_s.linearize_point(&p).unwrap();
+    let hs = hvp_s.apply_point(&pv).unwrap();
+    assert_eq!(hs, model::Logistic::from_leaves(d, &hv).unwrap());
+
+    let mut g = c.benchmark_group("logistic_wdbc_structured");
+    g.bench_function("gradient/flat", |b| {
+        b.iter(|| grad.eval(black_box(&x), &mut gout).unwrap())
+    });
+    g.bench_function("gradient/structured", |b| {
+        b.iter(|| grad_s.eval_point(black_box(&p)).unwrap())
+    });
+    // Both HVP rows also return the gradient (`linearize_point` does).
+    g.bench_function("hvp/flat (linearize + apply)", |b| {
+        b.iter(|| {
+            hvp.linearize_with_gradient(black_box(&x), &mut gout)
+                .unwrap();
+            hvp.apply(black_box(&v), &mut hv).unwrap();
+        })
+    });
+    g.bench_function("hvp/structured (linearize + apply)", |b| {
+        b.iter(|| {
+            hvp_s.linearize_point(black_box(&p)).unwrap();
+            hvp_s.apply_point(black_box(&pv)).unwrap()
+        })
+    });
+    g.finish();
+}
+
 // ---------- Third derivative of a scalar function ----------
 
 fn h<T: Real>(t: T) -> T {
@@ -1136,6 +1193,6 @@ fn bench_loops(c: &mut Criterion) {
 criterion_group! {
     name = benches;
     config = Criterion::default().sample_size(30).warm_up_time(std::time::Duration::from_millis(500)).measurement_time(std::time::Duration::from_secs(2));
-    targets = bench_build, bench_rosenbrock, bench_logistic, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic, bench_arrays_minimal_surface, bench_arrays_mlp, bench_loops
+    targets = bench_build, bench_rosenbrock, bench_logistic, bench_logistic_structured, bench_third, bench_third_sin_exp, bench_taylor_orders, bench_taylor_build, bench_evaluators, bench_hessian, bench_arrays_rosenbrock, bench_arrays_logistic, bench_arrays_minimal_surface, bench_arrays_mlp, bench_loops
 }
 criterion_main!(benches);

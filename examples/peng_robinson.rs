@@ -43,7 +43,7 @@ use std::f64::consts::SQRT_2;
 use std::fmt;
 use std::process::ExitCode;
 
-use optic_ad::{value_and_gradient, Real, Tracer};
+use optic_ad::{value_and_gradient, Differentiable, Real, Tracer};
 
 /// The molar gas constant `R` in J/(mol K) (CODATA 2018; exact in the
 /// 2019 SI: the Avogadro constant times the Boltzmann constant).
@@ -170,9 +170,20 @@ impl PengRobinson {
     }
 }
 
-/// `∂g/∂V` at `x = [T, V]` for a function `g` of `(T, V)` written over
-/// tracers: the `V` entry of its reverse-mode gradient. `x` may be `f64`
-/// or tracers of an enclosing trace, so the call nests: `d_dv` of a
+/// A thermodynamic state: the point every derivative below is taken at,
+/// a structured point of the AD drivers (its gradient is a `State` too,
+/// read as `.t` and `.v`).
+#[derive(Debug, Clone, Copy, PartialEq, Differentiable)]
+pub struct State<T> {
+    /// Temperature, K.
+    pub t: T,
+    /// Molar volume, m³/mol.
+    pub v: T,
+}
+
+/// `∂g/∂V` at `x = (T, V)` for a function `g` of the state written over
+/// tracers: the `v` field of its reverse-mode gradient. `x` may hold
+/// `f64` or tracers of an enclosing trace, so the call nests: `d_dv` of a
 /// function that calls `d_dv` is a second derivative, recorded into the
 /// outer trace as a program of its own.
 ///
@@ -183,36 +194,36 @@ impl PengRobinson {
 ///
 /// Those of `g` and of [`value_and_gradient`].
 pub fn d_dv<T: Real>(
-    g: impl FnOnce(&[Tracer]) -> optic_ad::Result<Tracer>,
-    x: &[T],
+    g: impl FnOnce(&State<Tracer>) -> optic_ad::Result<Tracer>,
+    x: &State<T>,
 ) -> optic_ad::Result<T> {
-    Ok(value_and_gradient(g, x)?.1[1])
+    Ok(value_and_gradient(g, x)?.1.v)
 }
 
-/// `∂A/∂V = −p` at `x = [T, V]`.
+/// `∂A/∂V = −p` at `x = (T, V)`.
 ///
 /// # Errors
 ///
 /// As [`value_and_gradient`].
-pub fn a_v<T: Real>(eos: &PengRobinson, x: &[T]) -> optic_ad::Result<T> {
-    d_dv(|y| Ok(eos.helmholtz(y[0], y[1])), x)
+pub fn a_v<T: Real>(eos: &PengRobinson, x: &State<T>) -> optic_ad::Result<T> {
+    d_dv(|y| Ok(eos.helmholtz(y.t, y.v)), x)
 }
 
-/// `∂²A/∂V² = −∂p/∂V` at `x = [T, V]`: two nested gradients.
+/// `∂²A/∂V² = −∂p/∂V` at `x = (T, V)`: two nested gradients.
 ///
 /// # Errors
 ///
 /// As [`value_and_gradient`].
-pub fn a_vv<T: Real>(eos: &PengRobinson, x: &[T]) -> optic_ad::Result<T> {
+pub fn a_vv<T: Real>(eos: &PengRobinson, x: &State<T>) -> optic_ad::Result<T> {
     d_dv(|y| a_v(eos, y), x)
 }
 
-/// `∂³A/∂V³ = −∂²p/∂V²` at `x = [T, V]`: three nested gradients.
+/// `∂³A/∂V³ = −∂²p/∂V²` at `x = (T, V)`: three nested gradients.
 ///
 /// # Errors
 ///
 /// As [`value_and_gradient`].
-pub fn a_vvv<T: Real>(eos: &PengRobinson, x: &[T]) -> optic_ad::Result<T> {
+pub fn a_vvv<T: Real>(eos: &PengRobinson, x: &State<T>) -> optic_ad::Result<T> {
     d_dv(|y| a_vv(eos, y), x)
 }
 
@@ -229,9 +240,10 @@ pub fn newton_system(
     t: f64,
     v: f64,
 ) -> optic_ad::Result<([f64; 2], [[f64; 2]; 2])> {
-    let (f0, row0) = value_and_gradient(|x| a_vv(eos, x), &[t, v])?;
-    let (f1, row1) = value_and_gradient(|x| a_vvv(eos, x), &[t, v])?;
-    Ok(([f0, f1], [[row0[0], row0[1]], [row1[0], row1[1]]]))
+    let x = State { t, v };
+    let (f0, row0) = value_and_gradient(|x| a_vv(eos, x), &x)?;
+    let (f1, row1) = value_and_gradient(|x| a_vvv(eos, x), &x)?;
+    Ok(([f0, f1], [[row0.t, row0.v], [row1.t, row1.v]]))
 }
 
 /// A critical point found by [`critical_point`].
@@ -425,7 +437,7 @@ pub fn critical_point(eos: &PengRobinson, start: [f64; 2]) -> Result<CriticalPoi
         let step = (dt / t).abs().max((dv / v).abs());
         steps.push(step);
         if step < STEP_TOLERANCE {
-            let p = -a_v(eos, &[t, v])?;
+            let p = -a_v(eos, &State { t, v })?;
             return Ok(CriticalPoint {
                 t,
                 v,

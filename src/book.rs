@@ -31,6 +31,9 @@ mod taylor {}
 #[doc = include_str!("../book/src/drivers.md")]
 mod drivers {}
 
+#[doc = include_str!("../book/src/your_types.md")]
+mod your_types {}
+
 #[doc = include_str!("../book/src/arrays.md")]
 mod arrays {}
 

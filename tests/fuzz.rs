@@ -549,6 +549,33 @@ fn fuzz_drivers() {
             let _ = h.apply(&v, &mut out);
             let _ = h.linearize_with_gradient(&x, &mut out);
         }
+        // A structured point (a scalar and a `Vec`), with directions of
+        // arbitrary shape.
+        if let Some((&a, rest)) = x.split_first() {
+            let p = (a, rest.to_vec());
+            let dv = (
+                v.first().copied().unwrap_or(0.0),
+                v.iter().skip(1).copied().collect::<Vec<_>>(),
+            );
+            let gs = |t: &(Tracer, Vec<Tracer>)| {
+                let mut leaves = vec![t.0];
+                leaves.extend_from_slice(&t.1);
+                f.eval(&leaves)
+            };
+            let _ = gradient(gs, &p);
+            let _ = hvp(gs, &p, &dv);
+            let _ = hessian(gs, &p);
+            let _ = optic_ad::d3(gs, &p, &dv, &p, &dv);
+            if let Ok(mut gr) = Gradient::structured(gs, &p) {
+                let _ = gr.eval_point(&dv);
+                let _ = gr.eval_point(&p);
+            }
+            if let Ok(mut h) = Hvp::structured(gs, &p) {
+                let _ = h.apply_point(&dv);
+                let _ = h.linearize_point(&dv);
+                let _ = h.apply_point(&p);
+            }
+        }
         // The same function on num-dual numbers.
         let d: Vec<Dual3_64> = x.iter().map(|&a| Dual3_64::new(a, 1.0, 0.0, 0.0)).collect();
         let _ = f.eval(&d);

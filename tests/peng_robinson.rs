@@ -13,7 +13,7 @@ use num_dual::{Dual3_64, HyperDual64};
 use optic_ad::{Derivatives, Real, Tracer};
 use peng_robinson::{
     a_v, a_vv, a_vvv, critical_point, newton_system, parse_fluids, run, universal_constants, Fluid,
-    PengRobinson, PrError, CRITICAL_CONSTANTS_CSV, MAX_ITERATIONS, R, STEP_TOLERANCE,
+    PengRobinson, PrError, State, CRITICAL_CONSTANTS_CSV, MAX_ITERATIONS, R, STEP_TOLERANCE,
 };
 use typenum::U4;
 
@@ -118,15 +118,20 @@ fn nested_reverse_derivatives_match_closed_forms() {
         for (t, v) in points(&e) {
             let c = closed_forms(&e, t, v);
             let at = format!("{} at T = {t}, V = {v:e}", fluid.name);
-            assert_close(-a_v(&e, &[t, v]).unwrap(), c.p, 1e-14, &format!("p, {at}"));
             assert_close(
-                -a_vv(&e, &[t, v]).unwrap(),
+                -a_v(&e, &State { t, v }).unwrap(),
+                c.p,
+                1e-14,
+                &format!("p, {at}"),
+            );
+            assert_close(
+                -a_vv(&e, &State { t, v }).unwrap(),
                 c.p_v,
                 1e-14,
                 &format!("p_V, {at}"),
             );
             assert_close(
-                -a_vvv(&e, &[t, v]).unwrap(),
+                -a_vvv(&e, &State { t, v }).unwrap(),
                 c.p_vv,
                 1e-14,
                 &format!("p_VV, {at}"),
@@ -188,11 +193,11 @@ fn taylor_mode_agrees_with_nested_reverse_in_v() {
             let at = format!("{} at T = {t}, V = {v:e}", fluid.name);
             let tol = |c: Closed| 1e-14 * c.scale;
             assert!(
-                (d[1] - a_v(&e, &[t, v]).unwrap()).abs() <= tol(c.p),
+                (d[1] - a_v(&e, &State { t, v }).unwrap()).abs() <= tol(c.p),
                 "A_V, {at}"
             );
             assert!(
-                (d[2] - a_vv(&e, &[t, v]).unwrap()).abs() <= tol(c.p_v),
+                (d[2] - a_vv(&e, &State { t, v }).unwrap()).abs() <= tol(c.p_v),
                 "A_VV, {at}"
             );
             assert!((d[3] - j[0][1]).abs() <= tol(c.p_vv), "A_VVV, {at}");
@@ -212,10 +217,12 @@ fn jacobian_t_column_matches_finite_differences() {
             let c = closed_forms(&e, t, v);
             let (_, j) = newton_system(&e, t, v).unwrap();
             let h = 1e-4 * t;
-            let fd_vv =
-                (a_vv(&e, &[t + h, v]).unwrap() - a_vv(&e, &[t - h, v]).unwrap()) / (2.0 * h);
-            let fd_vvv =
-                (a_vvv(&e, &[t + h, v]).unwrap() - a_vvv(&e, &[t - h, v]).unwrap()) / (2.0 * h);
+            let fd_vv = (a_vv(&e, &State { t: t + h, v }).unwrap()
+                - a_vv(&e, &State { t: t - h, v }).unwrap())
+                / (2.0 * h);
+            let fd_vvv = (a_vvv(&e, &State { t: t + h, v }).unwrap()
+                - a_vvv(&e, &State { t: t - h, v }).unwrap())
+                / (2.0 * h);
             assert!(
                 (j[0][0] - fd_vv).abs() <= 1e-8 * c.p_vt.scale,
                 "{} A_VVT",

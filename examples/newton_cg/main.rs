@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Instant;
 
-use model::{load_wdbc, newton_cg, sci, NewtonOptions, FEATURE_NAMES};
+use model::{load_wdbc, newton_cg, sci, Logistic, NewtonOptions, FEATURE_NAMES};
 
 fn run() -> Result<(), Box<dyn std::error::Error>> {
     let start = Instant::now();
@@ -97,7 +97,9 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
             *h += c * x;
         }
     }
-    for (h, w) in hand.iter_mut().zip(&fit.theta[..d]) {
+    // The fit as the model's parameters (a structured point of optic-ad).
+    let params = Logistic::from_leaves(d, &fit.theta).ok_or("fit: wrong parameter count")?;
+    for (h, w) in hand.iter_mut().zip(&params.w) {
         *h += w;
     }
     let hand_inf = hand.iter().fold(0.0_f64, |a, g| a.max(g.abs()));
@@ -114,12 +116,8 @@ fn run() -> Result<(), Box<dyn std::error::Error>> {
     println!("  (tests/main_job.rs also checks the fit against a dense Newton method on hand-written derivatives)");
     println!();
     println!("coefficients (standardised features):");
-    println!(
-        "  {:<26} {:>23}",
-        "intercept",
-        sci(fit.theta[data.n_features], 15)
-    );
-    for (name, w) in FEATURE_NAMES.iter().zip(&fit.theta) {
+    println!("  {:<26} {:>23}", "intercept", sci(params.b, 15));
+    for (name, w) in FEATURE_NAMES.iter().zip(&params.w) {
         println!("  {:<26} {:>23}", name, sci(*w, 15));
     }
     println!();

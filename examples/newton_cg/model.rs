@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use optic_ad::array::{self, Array, Matrix};
-use optic_ad::{Hvp, Real, Tracer};
+use optic_ad::{Differentiable, Hvp, Point, Real, Tracer};
 
 /// Names of the 30 WDBC features, in file order: fields 0–9 are the means,
 /// 10–19 the standard errors and 20–29 the "worst" values.
@@ -342,8 +342,48 @@ pub fn softplus<T: Real>(z: T) -> T {
     pos + (T::cst(1.0) + (-abs).exp()).ln()
 }
 
+/// The model's parameters: a structured point of the AD drivers, whose
+/// gradient is again a `Logistic` (read as `g.w`, `g.b`). Its leaves, in
+/// order, are `θ = (w₁ … w_d, b)`, the flat form the solvers iterate on.
+#[derive(Debug, Clone, PartialEq, Differentiable)]
+pub struct Logistic<T> {
+    /// Feature weights `w`, one per feature.
+    pub w: Vec<T>,
+    /// Intercept `b`.
+    pub b: T,
+}
+
+impl Logistic<f64> {
+    /// `w = 0`, `b = 0` for `d` features.
+    pub fn zeros(d: usize) -> Self {
+        Logistic {
+            w: vec![0.0; d],
+            b: 0.0,
+        }
+    }
+
+    /// The parameters whose leaves are `theta = (w₁ … w_d, b)`; `None`
+    /// unless `theta` has `d + 1` entries.
+    pub fn from_leaves(d: usize, theta: &[f64]) -> Option<Self> {
+        Self::zeros(d).rebuild(theta.to_vec())
+    }
+}
+
 /// The objective `L(w, b) = Σᵢ log(1 + exp(−sᵢ(xᵢ·w + b))) + ½‖w‖²`
-/// (the intercept `b` is not penalised), with `theta = (w₁ … w_d, b)`.
+/// (the intercept `b` is not penalised), at `p`.
+///
+/// Written once for every [`Real`]: plain `f64`, num-dual numbers, and the
+/// [`Tracer`] the AD drivers record with.
+///
+/// # Panics
+///
+/// If `p.w.len() != data.n_features`.
+#[allow(dead_code)] // used by the tests
+pub fn loss<T: Real>(p: &Logistic<T>, data: &Dataset) -> T {
+    logistic_loss(&p.w, p.b, data)
+}
+
+/// [`loss`] at the flat leaves `theta = (w₁ … w_d, b)`.
 ///
 /// Written once for every [`Real`]: plain `f64`, num-dual numbers, and the
 /// [`Tracer`] the AD drivers record with.
@@ -359,7 +399,11 @@ pub fn objective<T: Real>(theta: &[T], data: &Dataset) -> T {
         "objective: wrong parameter count"
     );
     let (w, b) = theta.split_at(data.n_features);
-    let b = b[0];
+    logistic_loss(w, b[0], data)
+}
+
+fn logistic_loss<T: Real>(w: &[T], b: T, data: &Dataset) -> T {
+    assert_eq!(w.len(), data.n_features, "loss: wrong number of weights");
     let mut loss = T::cst(0.0);
     for (row, &s) in data.rows().zip(&data.s) {
         let mut m = b;
@@ -417,7 +461,7 @@ pub trait HvpOracle {
     fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<(), optic_ad::Error>;
 }
 
-impl<F: Fn(&[Tracer]) -> Tracer> HvpOracle for Hvp<F> {
+impl<F: optic_ad::LeafFunction> HvpOracle for Hvp<F> {
     fn linearize_with_gradient(
         &mut self,
         theta: &[f64],
@@ -696,9 +740,10 @@ pub fn newton_cg(
     newton_cg_with(&mut h, t0.elapsed(), data.n_params(), opts, progress)
 }
 
-/// [`newton_cg`] on the scalar-loop model ([`objective`] traced by
-/// [`Hvp`], one instruction per multiply-add): the cross-check of the
-/// array model, and the cost of tracing it, in the tests.
+/// [`newton_cg`] on the scalar-loop model ([`loss`] of the structured
+/// point [`Logistic`], traced by [`Hvp::structured`], one instruction per
+/// multiply-add): the cross-check of the array model, and the cost of
+/// tracing it, in the tests.
 ///
 /// # Errors
 ///
@@ -710,8 +755,8 @@ pub fn newton_cg_scalar(
     progress: impl FnMut(&Iteration),
 ) -> Result<Fit, FitError> {
     let t0 = std::time::Instant::now();
-    let theta = vec![0.0; data.n_params()];
-    let mut h = Hvp::new(|t: &[Tracer]| objective(t, data), &theta)?;
+    let p0 = Logistic::zeros(data.n_features);
+    let mut h = Hvp::structured(|p: &Logistic<Tracer>| loss(p, data), &p0)?;
     newton_cg_with(&mut h, t0.elapsed(), data.n_params(), opts, progress)
 }
 
