@@ -390,6 +390,41 @@ tuple_differentiable! {
     (B FB 1, C FC 2, D FD 3);
 }
 
+/// What a loop ([`fold`](crate::fold), [`scan`](crate::scan),
+/// [`while_loop`](crate::while_loop)) carries from step to step: any
+/// [`Differentiable`] value, whose structure (the lengths of its `Vec`s)
+/// the initial carry fixes. A scalar, `[T; K]`, `GenericArray<T, N>`, a
+/// tuple, a `Vec` or a struct deriving `Differentiable`; implemented for
+/// every such type.
+///
+/// # Example
+///
+/// A pair as the carry of [`fold`](crate::fold): `(a, b) ↦ (b, a + b)`,
+/// Fibonacci.
+///
+/// ```
+/// let (a, _) = optic_ad::fold(10, (0.0, 1.0), |(a, b): (f64, f64)| (b, a + b)).unwrap();
+/// assert_eq!(a, 55.0);
+/// ```
+pub trait Carry: Differentiable + Rebuild<Self> {}
+
+impl<C: Differentiable + Rebuild<C>> Carry for C {}
+
+/// The value of `template`'s structure with these leaves; `None` unless
+/// their number is `template`'s.
+pub(crate) fn rebuild_like<C: Carry>(template: &C, leaves: &[C::Scalar]) -> Option<C> {
+    let mut rest = Leaves::new(leaves);
+    let out = C::rebuild(template, &mut rest)?;
+    (rest.remaining() == 0).then_some(out)
+}
+
+/// The leaves of `c`, in order.
+pub(crate) fn leaves_of<C: Differentiable>(c: &C) -> Vec<C::Scalar> {
+    let mut v = Vec::with_capacity(c.leaf_count());
+    c.flatten_into(&mut v);
+    v
+}
+
 /// What a driver's point may be: a flat slice of scalars (`&[T]`, an
 /// array, a `Vec`, a `GenericArray`), which the function receives as
 /// `&[T]` and whose gradient is a `Vec<T>`; or a structured point (a

@@ -105,7 +105,7 @@ mod real;
 pub mod rules;
 
 pub use backend::{Executable, Registers};
-pub use differentiable::{leaf_names, Differentiable, Leaves, Point, Rebuild, Tangent};
+pub use differentiable::{leaf_names, Carry, Differentiable, Leaves, Point, Rebuild, Tangent};
 pub use drivers::{
     d3, derivative, derivative_with_error, gradient, hessian, hvp, jacobian, jvp, pullback, taylor,
     value_and_gradient, vjp, Derivatives, Gradient, Hvp, IntoTraced, LeafFunction, OnPoint,
@@ -118,7 +118,7 @@ pub use program::{
     split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Staged, StagedWorkspace, Tracer,
     Var, Workspace, MAX_ARITY, MAX_RULES,
 };
-pub use real::{Carry, Real};
+pub use real::Real;
 pub use rules::{CustomRule, Prim, Rule, ScalarRule};
 
 /// The crate's type-level numbers, re-exported so that orders can be named

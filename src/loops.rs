@@ -6,8 +6,8 @@
 //! number of steps.
 
 use crate::array::Array;
+use crate::differentiable::{leaves_of, rebuild_like, Carry};
 use crate::error::{Error, Result};
-use crate::real::Carry;
 
 /// `steps` applications of `body` to the carry `init`:
 /// `body(body(… body(init)))`.
@@ -26,8 +26,10 @@ use crate::real::Carry;
 /// [`crate::gradient`], [`crate::Gradient`], …) the loop is unrolled, one
 /// copy of the body per step.
 ///
-/// Shapes: the carry holds `K ≥ 1` scalars (a [`Carry`]: a scalar,
-/// `[T; K]`, `GenericArray<T, N>`, or a tuple of two to four).
+/// Shapes: the carry holds `K ≥ 1` scalars (a [`Carry`]: any
+/// [`Differentiable`](crate::Differentiable) value, such as a scalar,
+/// `[T; K]`, `GenericArray<T, N>`, a tuple, a `Vec` or a struct deriving
+/// `Differentiable`; `init` fixes its structure).
 ///
 /// # Errors
 ///
@@ -154,17 +156,17 @@ pub fn fold_with<C: Carry>(
     body: impl Fn(C) -> C,
 ) -> Result<C> {
     let step = |c: &[C::Scalar]| -> Vec<C::Scalar> {
-        match C::from_values(c) {
-            Some(a) => body(a).values(),
+        match rebuild_like(&init, c) {
+            Some(a) => leaves_of(&body(a)),
             None => c.to_vec(),
         }
     };
-    let values = init.values();
+    let values = leaves_of(&init);
     let snapshots = checkpoints.snapshots(values.len(), steps);
     if let Some(r) = <C::Scalar as crate::rules::private::Internal>::fold_traced(
         steps, &values, snapshots, &step,
     ) {
-        return from_loop("fold: carry", values.len(), r?);
+        return from_loop("fold: carry", &init, r?);
     }
     let mut c = init;
     for _ in 0..steps {
@@ -173,13 +175,12 @@ pub fn fold_with<C: Carry>(
     Ok(c)
 }
 
-/// The carry of a traced loop's values.
-fn from_loop<C: Carry>(what: &'static str, k: usize, out: Vec<C::Scalar>) -> Result<C> {
-    let n = out.len();
-    C::from_values(&out).ok_or(Error::LengthMismatch {
+/// The carry of a traced loop's values, in `init`'s structure.
+fn from_loop<C: Carry>(what: &'static str, init: &C, out: Vec<C::Scalar>) -> Result<C> {
+    rebuild_like(init, &out).ok_or(Error::LengthMismatch {
         what,
-        expected: k,
-        got: n,
+        expected: init.leaf_count(),
+        got: out.len(),
     })
 }
 
@@ -247,15 +248,15 @@ pub fn while_loop<C: Carry>(
     cond: impl Fn(&C) -> bool,
     body: impl Fn(C) -> C,
 ) -> Result<C> {
-    let test = |c: &[C::Scalar]| C::from_values(c).is_some_and(|a| cond(&a));
+    let test = |c: &[C::Scalar]| rebuild_like(&init, c).is_some_and(|a| cond(&a));
     let step = |c: &[C::Scalar]| -> Vec<C::Scalar> {
-        C::from_values(c).map_or_else(|| c.to_vec(), |a| body(a).values())
+        rebuild_like(&init, c).map_or_else(|| c.to_vec(), |a| leaves_of(&body(a)))
     };
-    let values = init.values();
+    let values = leaves_of(&init);
     if let Some(r) = <C::Scalar as crate::rules::private::Internal>::while_traced(
         max_steps, &values, &test, &step,
     ) {
-        return from_loop("while_loop: carry", values.len(), r?);
+        return from_loop("while_loop: carry", &init, r?);
     }
     let mut c = init;
     for _ in 0..max_steps {
@@ -317,16 +318,16 @@ pub fn scan<A: Array, C: Carry<Scalar = A::Scalar>>(
     init: C,
     body: impl Fn(C, A::Scalar) -> (C, A::Scalar),
 ) -> Result<(C, A)> {
-    let values = init.values();
+    let values = leaves_of(&init);
     let k = values.len();
     if k == 0 {
         return Err(Error::EmptyInput("scan: carry"));
     }
     let step = |v: &[A::Scalar]| -> Vec<A::Scalar> {
-        match C::from_values(&v[..k.min(v.len())]) {
+        match rebuild_like(&init, &v[..k.min(v.len())]) {
             Some(c) => {
                 let (c, y) = body(c, v[v.len() - 1]);
-                let mut out = c.values();
+                let mut out = leaves_of(&c);
                 out.push(y);
                 out
             }
@@ -335,5 +336,5 @@ pub fn scan<A: Array, C: Carry<Scalar = A::Scalar>>(
     };
     let snapshots = Checkpoints::Auto.snapshots(k, xs.len());
     let (carry, ys) = xs.scan_dyn(&values, snapshots, &step)?;
-    Ok((from_loop("scan: carry", k, carry)?, ys))
+    Ok((from_loop("scan: carry", &init, carry)?, ys))
 }

@@ -37,7 +37,8 @@ macro_rules! elementary {
 /// Comparisons (`<`, `==`, also against `f64`) compare primal values; on a
 /// [`Tracer`](crate::Tracer) they are recorded as guards of the program.
 ///
-/// A scalar is also a loop's [`Carry`] of one value.
+/// A scalar is also a [`Differentiable`](crate::Differentiable) value of
+/// one leaf, and so a point and a loop's carry.
 ///
 /// Constants also come in as `T::from(2.0)` or `2.0.into()` (`From<f64>`,
 /// the same as [`Real::cst`]), and iterators of numbers add up with
@@ -93,7 +94,6 @@ pub trait Real:
     + From<f64>
     + std::iter::Sum
     + std::iter::Product
-    + Carry<Scalar = Self>
     + 'static
     + private::Internal
 {
@@ -295,12 +295,11 @@ impl Real for f64 {
     }
 }
 
-/// `From<f64>`, `Sum`, `Product` and [`Carry`] for a traced scalar type, through its
+/// `From<f64>`, `Sum` and `Product` for a traced scalar type, through its
 /// constants and its `+` and `·` (an empty sum is `0`, an empty product
 /// `1`; a single term is itself).
 macro_rules! traced_conversions {
     ($t:ty) => {
-        $crate::real::scalar_carry!($t);
         impl From<f64> for $t {
             fn from(c: f64) -> Self {
                 <$t as $crate::Real>::cst(c)
@@ -325,90 +324,3 @@ macro_rules! traced_conversions {
     };
 }
 pub(crate) use traced_conversions;
-
-/// What a loop carries from step to step: a fixed number of scalars of
-/// one [`Real`] type. Implemented for a scalar itself, arrays `[T; K]`,
-/// `GenericArray<T, N>` and tuples of two to four scalars.
-///
-/// # Example
-///
-/// A pair as the carry of [`crate::fold`]: `(a, b) ↦ (b, a + b)`, Fibonacci.
-///
-/// ```
-/// let (a, _) = optic_ad::fold(10, (0.0, 1.0), |(a, b): (f64, f64)| (b, a + b)).unwrap();
-/// assert_eq!(a, 55.0);
-/// ```
-pub trait Carry: Sized {
-    /// The scalar type.
-    type Scalar: Real;
-    /// The values, in order.
-    fn values(&self) -> Vec<Self::Scalar>;
-    /// The carry of these values, `None` for the wrong number of them.
-    fn from_values(v: &[Self::Scalar]) -> Option<Self>;
-}
-
-macro_rules! scalar_carry {
-    ($($t:ty),*) => {$(
-        impl $crate::real::Carry for $t {
-            type Scalar = $t;
-            fn values(&self) -> Vec<$t> {
-                vec![*self]
-            }
-            fn from_values(v: &[$t]) -> Option<$t> {
-                match v {
-                    [x] => Some(*x),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-}
-
-pub(crate) use scalar_carry;
-
-scalar_carry!(f64);
-
-impl<T: Real, const K: usize> Carry for [T; K] {
-    type Scalar = T;
-    fn values(&self) -> Vec<T> {
-        self.to_vec()
-    }
-    fn from_values(v: &[T]) -> Option<Self> {
-        <[T; K]>::try_from(v).ok()
-    }
-}
-
-impl<T: Real, N: generic_array::ArrayLength> Carry for generic_array::GenericArray<T, N> {
-    type Scalar = T;
-    fn values(&self) -> Vec<T> {
-        self.to_vec()
-    }
-    fn from_values(v: &[T]) -> Option<Self> {
-        generic_array::GenericArray::try_from_iter(v.iter().copied()).ok()
-    }
-}
-
-macro_rules! tuple_carry {
-    ($($n:literal: ($($x:ident),*);)*) => {$(
-        impl<T: Real> Carry for ($(tuple_carry!(@t $x),)*) {
-            type Scalar = T;
-            fn values(&self) -> Vec<T> {
-                let ($($x,)*) = *self;
-                vec![$($x),*]
-            }
-            fn from_values(v: &[T]) -> Option<Self> {
-                match v {
-                    [$($x),*] => Some(($(*$x,)*)),
-                    _ => None,
-                }
-            }
-        }
-    )*};
-    (@t $x:ident) => { T };
-}
-
-tuple_carry! {
-    2: (a, b);
-    3: (a, b, c);
-    4: (a, b, c, d);
-}

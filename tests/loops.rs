@@ -830,3 +830,74 @@ fn the_benchmark_loop_as_a_while_loop() {
         assert_eq!(d, lotka_volterra::loss(&P0, steps).unwrap());
     }
 }
+
+/// A struct deriving `Differentiable` as a loop's carry.
+#[derive(Clone, Copy, Debug, PartialEq, optic_ad::Differentiable)]
+struct Orbit<T> {
+    x: T,
+    v: T,
+}
+
+/// A damped oscillator by symplectic Euler, carried as a struct, as a
+/// tuple and as a `Vec` (whose length the initial carry fixes): the same
+/// arithmetic, so the same traced loop and the same numbers, bit for bit.
+#[test]
+fn struct_tuple_and_vec_carries_give_the_same_loop() {
+    fn by_struct<T: Real>(k: T, c: T) -> Result<T> {
+        let init = Orbit {
+            x: T::cst(1.0),
+            v: T::cst(0.0),
+        };
+        let end = fold(300, init, |s: Orbit<T>| {
+            let v = s.v - (s.x * k + s.v * c) * 0.01;
+            Orbit {
+                x: s.x + v * 0.01,
+                v,
+            }
+        })?;
+        Ok(end.x * end.x + end.v)
+    }
+    fn by_tuple<T: Real>(k: T, c: T) -> Result<T> {
+        let (x, v) = fold(300, (T::cst(1.0), T::cst(0.0)), |(x, v): (T, T)| {
+            let v = v - (x * k + v * c) * 0.01;
+            (x + v * 0.01, v)
+        })?;
+        Ok(x * x + v)
+    }
+    fn by_vec<T: Real>(k: T, c: T) -> Result<T> {
+        let end = fold(300, vec![T::cst(1.0), T::cst(0.0)], |s: Vec<T>| {
+            let v = s[1] - (s[0] * k + s[1] * c) * 0.01;
+            vec![s[0] + v * 0.01, v]
+        })?;
+        Ok(end[0] * end[0] + end[1])
+    }
+    let p = [2.0, 0.3];
+    let g = array::gradient(|q| by_struct(q.get(0)?, q.get(1)?), &p).unwrap();
+    assert_eq!(
+        g,
+        array::gradient(|q| by_tuple(q.get(0)?, q.get(1)?), &p).unwrap()
+    );
+    assert_eq!(
+        g,
+        array::gradient(|q| by_vec(q.get(0)?, q.get(1)?), &p).unwrap()
+    );
+    // Against forward mode on the same code.
+    let dk = by_struct(Dual64::new(2.0, 1.0), Dual64::new(0.3, 0.0)).unwrap();
+    let dc = by_struct(Dual64::new(2.0, 0.0), Dual64::new(0.3, 1.0)).unwrap();
+    assert!(max_err(&g, &[dk.eps, dc.eps]) < 1e-12);
+    // One loop instruction in the trace, whatever the carry's type.
+    let traced = array::trace(|q: &[TArray]| by_struct(q[0].get(0)?, q[0].get(1)?), &[&p]).unwrap();
+    assert!(traced.len() < 20, "{traced}");
+    // A carry whose body changes its structure is refused, not truncated.
+    let r = array::gradient(
+        |q| {
+            let end = fold(3, vec![q.get(0)?], |mut s: Vec<TScalar>| {
+                s.push(s[0]);
+                s
+            })?;
+            Ok(end[0])
+        },
+        &[1.0],
+    );
+    assert!(r.is_err());
+}

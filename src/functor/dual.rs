@@ -262,8 +262,6 @@ macro_rules! impl_real_dual {
             }
         }
 
-        crate::real::scalar_carry!($t);
-
         impl Real for $t {
             #[inline]
             fn cst(c: f64) -> Self {
