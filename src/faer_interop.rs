@@ -375,3 +375,68 @@ where
     }
     Ok((y, g, hess))
 }
+
+// ---------- faer's columns and matrices as fields of structured points ----------
+
+impl<T: crate::Real> crate::Differentiable for Col<T> {
+    type Scalar = T;
+    type Rebind<U: crate::Real> = Col<U>;
+    fn flatten_into(&self, leaves: &mut Vec<T>) {
+        leaves.extend((0..self.nrows()).map(|i| self[i]));
+    }
+    fn leaf_count(&self) -> usize {
+        self.nrows()
+    }
+    fn same_shape(&self, other: &Self) -> bool {
+        self.nrows() == other.nrows()
+    }
+    fn leaf_names(&self, path: &str, names: &mut Vec<String>) {
+        names.extend((0..self.nrows()).map(|i| format!("{path}[{i}]")));
+    }
+}
+
+impl<T: crate::Real, U: crate::Real> crate::Rebuild<Col<T>> for Col<U> {
+    fn rebuild(template: &Col<T>, leaves: &mut crate::Leaves<'_, U>) -> Option<Self> {
+        let v = leaves.take(template.nrows())?;
+        Some(Col::from_fn(v.len(), |i| v[i]))
+    }
+}
+
+impl<T: crate::Real> crate::Point for Col<T> {
+    crate::structured_point!();
+}
+
+/// A matrix's leaves are its entries in faer's column-major order, named
+/// `[i, j]`.
+impl<T: crate::Real> crate::Differentiable for Mat<T> {
+    type Scalar = T;
+    type Rebind<U: crate::Real> = Mat<U>;
+    fn flatten_into(&self, leaves: &mut Vec<T>) {
+        for j in 0..self.ncols() {
+            leaves.extend((0..self.nrows()).map(|i| self[(i, j)]));
+        }
+    }
+    fn leaf_count(&self) -> usize {
+        self.nrows() * self.ncols()
+    }
+    fn same_shape(&self, other: &Self) -> bool {
+        (self.nrows(), self.ncols()) == (other.nrows(), other.ncols())
+    }
+    fn leaf_names(&self, path: &str, names: &mut Vec<String>) {
+        for j in 0..self.ncols() {
+            names.extend((0..self.nrows()).map(|i| format!("{path}[{i}, {j}]")));
+        }
+    }
+}
+
+impl<T: crate::Real, U: crate::Real> crate::Rebuild<Mat<T>> for Mat<U> {
+    fn rebuild(template: &Mat<T>, leaves: &mut crate::Leaves<'_, U>) -> Option<Self> {
+        let (m, n) = (template.nrows(), template.ncols());
+        let v = leaves.take(m * n)?;
+        Some(Mat::from_fn(m, n, |i, j| v[j * m + i]))
+    }
+}
+
+impl<T: crate::Real> crate::Point for Mat<T> {
+    crate::structured_point!();
+}

@@ -284,3 +284,71 @@ fn ode_fit_matches_scipy() {
         );
     }
 }
+
+/// faer's `Col` and `Mat` as fields of a structured point, and a `Col` as
+/// a point of its own: the derivatives equal the flat forms' bit for bit.
+#[test]
+fn faer_columns_and_matrices_are_differentiable_fields() {
+    use optic_ad::{gradient, hvp, leaf_names, Differentiable, Real, Tracer};
+
+    #[derive(Clone, Debug, Differentiable)]
+    struct Quadratic<T> {
+        a: faer::Mat<T>,
+        b: faer::Col<T>,
+        c: T,
+    }
+    // f = xᵀ A x + bᵀ x + c at x = (1, 2), as a function of (A, b, c).
+    fn f<T: Real>(q: &Quadratic<T>) -> T {
+        let x = [1.0, 2.0];
+        let mut s = q.c;
+        for i in 0..2 {
+            s += q.b[i] * x[i];
+            for j in 0..2 {
+                s += q.a[(i, j)] * (x[i] * x[j]);
+            }
+        }
+        s * s
+    }
+    // Leaves: A column-major, then b, then c.
+    fn f_flat<T: Real>(l: &[T]) -> T {
+        let x = [1.0, 2.0];
+        let mut s = l[6];
+        for i in 0..2 {
+            s += l[4 + i] * x[i];
+            for j in 0..2 {
+                s += l[j * 2 + i] * (x[i] * x[j]);
+            }
+        }
+        s * s
+    }
+    let q = Quadratic {
+        a: faer::mat![[1.0, 0.5], [-0.5, 2.0]],
+        b: faer::col![0.3, -0.2],
+        c: 0.7,
+    };
+    assert_eq!(
+        leaf_names(&q),
+        ["a[0, 0]", "a[1, 0]", "a[0, 1]", "a[1, 1]", "b[0]", "b[1]", "c"]
+    );
+    let mut leaves = Vec::new();
+    q.flatten_into(&mut leaves);
+    assert_eq!(leaves, [1.0, -0.5, 0.5, 2.0, 0.3, -0.2, 0.7]);
+    let g = gradient(f, &q).unwrap();
+    let gf = gradient(f_flat, &leaves).unwrap();
+    let mut gl = Vec::new();
+    g.flatten_into(&mut gl);
+    assert_eq!(gl, gf);
+    // ∂f/∂A_ij = 2 s xᵢ xⱼ with s = 1 + 0.5·2 − 0.5·2 + 2·4 + 0.3 − 0.4 + 0.7.
+    let s = 1.0 + 1.0 - 1.0 + 8.0 + 0.3 - 0.4 + 0.7;
+    assert_relative_eq!(g.a[(1, 0)], 2.0 * s * 2.0, epsilon = 1e-14);
+    let hv = hvp(f, &q, &g).unwrap();
+    let mut hl = Vec::new();
+    hv.flatten_into(&mut hl);
+    assert_eq!(hl, hvp(f_flat, &leaves, &gf).unwrap());
+
+    // A column as the point: the function receives a `Col` of tracers.
+    let norm2 = |c: &faer::Col<Tracer>| c[0] * c[0] + c[1] * c[1].sin();
+    let g = gradient(norm2, &faer::col![3.0, 0.5]).unwrap();
+    assert_eq!(g[0], 6.0);
+    assert_relative_eq!(g[1], 0.5_f64.sin() + 0.5 * 0.5_f64.cos(), epsilon = 1e-15);
+}
