@@ -5,7 +5,7 @@
 //! trust-region method fits the main job's model (WDBC logistic
 //! regression) to the optimum of the example's own Newton-CG.
 
-mod common;
+use crate::common;
 
 use argmin::core::{CostFunction, Executor, Gradient, Hessian, State};
 use argmin::solver::linesearch::MoreThuenteLineSearch;
@@ -17,9 +17,7 @@ use common::max_err;
 use optic_ad::argmin_interop::ArgminProblem;
 use optic_ad::Tracer;
 
-#[allow(dead_code)]
-#[path = "../examples/newton_cg/model.rs"]
-mod model;
+use crate::model;
 
 /// Rosenbrock in 4 dimensions with the hand-written derivatives of
 /// `argmin_testfunctions`.

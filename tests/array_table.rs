@@ -21,7 +21,7 @@
 
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
 use common::{gradient_dual, hvp_hyperdual, jvp_dual, max_err};
 use num_dual::Dual3_64;

@@ -18,7 +18,7 @@
 
 use std::sync::Arc;
 
-mod common;
+use crate::common;
 
 use common::rosenbrock_closed;
 use num_dual::{Dual3_64, Dual64, HyperDual64};

@@ -6,7 +6,7 @@
 //! grows linearly with the problem, and the rule table is bounded with an
 //! error.
 
-mod common;
+use crate::common;
 
 use std::collections::HashSet;
 

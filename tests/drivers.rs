@@ -31,7 +31,7 @@
 //!   lower-order value carries a relative error of at most ~10⁻¹³, divided
 //!   by `2h`, times a factor of ~10² for the conditioning of the program).
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 

@@ -105,7 +105,7 @@
 //! [`TOL_NUM_DUAL`] = [`TOL_BRIDGE`] = 1e-11 leaves a margin of 10 over
 //! that; a wrong derivative part is off by order 1.
 
-mod common;
+use crate::common;
 
 use std::cell::Cell;
 use std::f64::consts::{FRAC_1_SQRT_2, FRAC_2_SQRT_PI, FRAC_PI_2, LN_2, PI};

@@ -9,9 +9,7 @@ mod sin_higher_order;
 #[allow(dead_code)]
 mod taylor_series;
 
-#[path = "../examples/rrule.rs"]
-#[allow(dead_code)]
-mod rrule;
+use crate::rrule;
 
 use approx::assert_relative_eq;
 

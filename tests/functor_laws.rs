@@ -23,7 +23,7 @@
 //! below magnitude 1) leaves a margin of about 10⁵ over ε = 2.2e-16 while
 //! any wrong term (a missing or doubled contribution) is of order 1.
 
-mod common;
+use crate::common;
 
 use common::{check, cotangent, max_err, point, program, RandomProgram, Worst};
 use optic_ad::functor::MaxOrder;

@@ -34,10 +34,10 @@
 //! default so that CI stays quick; the long run is
 //!
 //! ```text
-//! OPTIC_FUZZ_CASES=100000 cargo test --release --all-features --test fuzz -- --nocapture
+//! OPTIC_FUZZ_CASES=100000 cargo test --release --all-features --test suite fuzz:: -- --nocapture
 //! ```
 
-mod common;
+use crate::common;
 
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

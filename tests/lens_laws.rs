@@ -9,7 +9,7 @@ use optic_ad::optic::{
 };
 use proptest::prelude::*;
 
-mod nested_data;
+use crate::nested_data;
 use nested_data::{nested2, nested3};
 
 /// Checks each named law separately, so a failure names the law.

@@ -15,7 +15,7 @@
 //! sums of cotangent contributions; 1e-10 for num-dual, whose `tanh` and
 //! division follow other formulas.
 
-mod common;
+use crate::common;
 
 use common::{check, max_err};
 use num_dual::{Dual3_64, Dual64, HyperDual64};

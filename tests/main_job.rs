@@ -22,9 +22,7 @@
 //! the example is the data loader (`load_wdbc`), whose output is checked
 //! separately (row counts, class counts, standardisation).
 
-#[allow(dead_code)]
-#[path = "../examples/newton_cg/model.rs"]
-mod model;
+use crate::model;
 
 use std::path::PathBuf;
 use std::sync::OnceLock;

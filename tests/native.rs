@@ -6,7 +6,7 @@
 //! compiled), and a program long enough for several functions at the
 //! default size.
 
-mod common;
+use crate::common;
 
 use common::{check, point, rosenbrock, rosenbrock_closed, same_bits, RandomProgram};
 use optic_ad::functor::forward;
@@ -245,9 +245,7 @@ fn kernel_guards_fail_in_any_lane() {
     assert_eq!(native, reference);
 }
 
-#[path = "../examples/rrule.rs"]
-#[allow(dead_code)]
-mod rrule;
+use crate::rrule;
 
 /// Programs with user rules are not compiled; `eval_f64` still gives the
 /// interpreter's results through the register code.

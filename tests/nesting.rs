@@ -20,7 +20,7 @@
 //! `u ± v ± w`; its error scales with `|u| |v| |w|`, which is at most a few
 //! units for the unit vectors and directions used here.
 
-mod common;
+use crate::common;
 
 use common::{check, err, point, RandomProgram};
 use num_dual::Dual64;

@@ -9,7 +9,7 @@
 //! Tolerance: 1e-12 in the mixed measure of `common::max_err` (the
 //! hand-written formulas round differently).
 
-mod common;
+use crate::common;
 
 use argmin_testfunctions as tf;
 use common::max_err;

@@ -10,7 +10,7 @@ use approx::relative_eq;
 use optic_ad::optic::{Id, Index, LensError, Optic, OpticRepr, Path, Tensor};
 use proptest::prelude::*;
 
-mod nested_data;
+use crate::nested_data;
 use nested_data::{nested2, nested3};
 
 /// A "scale and shift" optic on f64, from closures: view `x` as `s·x + t`.

@@ -5,7 +5,7 @@
 //! products, both stages of `Hvp`), on programs with user rules and with
 //! guards, and on non-finite inputs.
 
-mod common;
+use crate::common;
 
 use common::{check, point, rosenbrock, same_bits, RandomProgram};
 use optic_ad::functor::forward;
@@ -209,9 +209,7 @@ fn guards_fail_alike() {
     ));
 }
 
-#[path = "../examples/rrule.rs"]
-#[allow(dead_code)]
-mod rrule;
+use crate::rrule;
 
 /// User rules of one and of several arguments (softplus and log-sum-exp
 /// from the rrule example) inside a derived program.

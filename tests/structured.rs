@@ -9,7 +9,7 @@
 //! order h² · |f‴| ≈ 1e-11 and rounding of order 1e-16 / h ≈ 1e-10 here,
 //! allowed as 1e-8.
 
-mod common;
+use crate::common;
 
 use approx::assert_relative_eq;
 use common::check;

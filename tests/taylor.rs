@@ -20,7 +20,7 @@
 //! nested programs at order 8 have hundreds of instructions and the jets
 //! sums of up to `K` products per coefficient.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -392,14 +392,12 @@ fn d3_matches_nested_reverse() {
     assert_eq!(d3(xyz, &x, &e(0), &e(0), &e(1)).unwrap(), 0.0);
 }
 
-/// A user rule with no Taylor rule of its own gets one from its pullback:
-/// `softplus(x) = ln(1 + eˣ)`, whose pullback `σ(x) = exp(−softplus(−x))`
-/// calls the rule itself (so the derived rule recurses, one degree lower
-/// each time). Checked against the nested ∂⃖ construction to order 8 and
-/// against a rule that supplies its own Taylor rule.
-#[path = "../examples/rrule.rs"]
-#[allow(dead_code)]
-mod rrule;
+// A user rule with no Taylor rule of its own gets one from its pullback:
+// `softplus(x) = ln(1 + eˣ)`, whose pullback `σ(x) = exp(−softplus(−x))`
+// calls the rule itself (so the derived rule recurses, one degree lower
+// each time). Checked against the nested ∂⃖ construction to order 8 and
+// against a rule that supplies its own Taylor rule.
+use crate::rrule;
 
 fn softplus() -> &'static CustomRule {
     rrule::softplus_rule()

@@ -127,9 +127,7 @@ fn rows() -> Vec<Row> {
 
 // --- The user rule: `Softplus` of examples/rrule.rs, included -------------
 
-#[path = "../examples/rrule.rs"]
-#[allow(dead_code)]
-mod rrule;
+use crate::rrule;
 use rrule::softplus_rule;
 
 // --- The test functions, as in the generator -----------------------------
