@@ -24,8 +24,9 @@
 //!   skipped fields), with another scalar type if need be (`f64` leaves in,
 //!   [`Tracer`](crate::Tracer) leaves for tracing). It is implemented for
 //!   every [`Real`] scalar, `[T; N]`, `Vec<T>`, `GenericArray`, `Option`
-//!   and tuples of up to four, nested as deep as you like, and is
-//!   derived for your structs by `#[derive(Differentiable)]`.
+//!   and tuples of up to four (and faer's `Col` and `Mat` with the feature
+//!   `faer`), nested as deep as you like, and is derived for your structs
+//!   by `#[derive(Differentiable)]`.
 //! - [`Point`] is what a *driver's argument* is. A flat slice, an array, a
 //!   `Vec` and a `GenericArray` are the trivial case: the function receives
 //!   `&[T]` and the gradient is a `Vec` (the forms every driver always
@@ -83,6 +84,41 @@ use crate::real::Real;
 /// mention the scalar type.
 ///
 /// Leaves are in field order, depth first; a `Vec`'s in index order.
+///
+/// The derive refuses what it cannot handle, at compile time: an enum, a
+/// struct with no scalar parameter or with more than one generic
+/// parameter, and a field whose type has no leaves of the scalar (mark
+/// such a field `#[differentiable(skip)]`).
+///
+/// ```compile_fail
+/// use optic_ad::Differentiable;
+///
+/// #[derive(Clone, Differentiable)]
+/// enum Either<T> {
+///     Left(T),
+///     Right(T),
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use optic_ad::Differentiable;
+///
+/// #[derive(Clone, Differentiable)]
+/// struct Tagged<T> {
+///     x: T,
+///     name: String, // data: needs #[differentiable(skip)]
+/// }
+/// ```
+///
+/// ```compile_fail
+/// use optic_ad::Differentiable;
+///
+/// #[derive(Clone, Differentiable)]
+/// struct Two<T, U> {
+///     x: T,
+///     y: U,
+/// }
+/// ```
 pub trait Differentiable: Sized {
     /// The scalar type of the leaves.
     type Scalar: Real;

@@ -457,3 +457,81 @@ fn compiled_structured_drivers_retrace_where_a_guard_fails() {
     let hv = h.apply_point(&db).unwrap();
     assert_eq!((hv.b, hv.w[0], hv.w[1]), (0.0, 1.0, 0.0));
 }
+
+/// The mixed point: a `Vec`, a scalar, an array-tier vector and a
+/// skipped `usize`, through every driver and the compiled ones.
+#[derive(Clone, Debug, PartialEq, Differentiable)]
+struct Mixed<T> {
+    w: Vec<T>,
+    scale: T,
+    signal: optic_ad::array::Dense<T>,
+    #[differentiable(skip)]
+    id: usize,
+}
+
+fn mixed_loss<T: Real>(m: &Mixed<T>) -> T {
+    use optic_ad::array::Array;
+    let s = m.signal.map(|x| (x * m.scale).sin()).sum();
+    let w = m.w.iter().fold(T::cst(0.0), |a, &w| a + w * w);
+    s * w + m.signal.dot(&m.signal).unwrap_or(T::cst(f64::NAN))
+}
+
+fn mixed_loss_flat<T: Real>(x: &[T]) -> T {
+    let (w, scale, signal) = (&x[0..2], x[2], &x[3..6]);
+    let s = signal
+        .iter()
+        .fold(T::cst(0.0), |a, &x| a + (x * scale).sin());
+    let ww = w.iter().fold(T::cst(0.0), |a, &w| a + w * w);
+    s * ww + signal.iter().fold(T::cst(0.0), |a, &x| a + x * x)
+}
+
+#[test]
+fn a_point_with_an_array_tier_vector_equals_its_flat_form() {
+    let m = Mixed {
+        w: vec![0.4, -1.2],
+        scale: 0.7,
+        signal: optic_ad::array::Dense::new(vec![0.1, 0.5, -0.3]),
+        id: 42,
+    };
+    let mut x = Vec::new();
+    m.flatten_into(&mut x);
+    let flat_of = |p: &Mixed<f64>| {
+        let mut v = Vec::new();
+        p.flatten_into(&mut v);
+        v
+    };
+    assert_eq!(mixed_loss(&m), mixed_loss_flat(&x));
+    let g = gradient(mixed_loss, &m).unwrap();
+    assert_eq!(g.id, 42);
+    assert_eq!(
+        bits(&flat_of(&g)),
+        bits(&gradient(mixed_loss_flat, &x).unwrap())
+    );
+    let hv = hvp(mixed_loss, &m, &g).unwrap();
+    let gf = flat_of(&g);
+    assert_eq!(
+        bits(&flat_of(&hv)),
+        bits(&hvp(mixed_loss_flat, &x, &gf).unwrap())
+    );
+    let h = hessian(mixed_loss, &m).unwrap();
+    assert_eq!(h, hessian(mixed_loss_flat, &x).unwrap());
+    let mut gc = Gradient::structured(mixed_loss, &m).unwrap();
+    let (_, g2) = gc.eval_point(&m).unwrap();
+    assert_eq!(bits(&flat_of(&g2)), bits(&flat_of(&g)));
+    let mut hc = Hvp::structured(mixed_loss, &m).unwrap();
+    hc.linearize_point(&m).unwrap();
+    assert_eq!(
+        bits(&flat_of(&hc.apply_point(&g).unwrap())),
+        bits(&flat_of(&hv))
+    );
+    // Against forward mode on the flat form (num-dual), an independent
+    // check of the gradient's leaf order.
+    for (i, gi) in gf.iter().enumerate() {
+        let xs: Vec<num_dual::Dual64> = x
+            .iter()
+            .enumerate()
+            .map(|(j, &a)| num_dual::Dual64::new(a, if i == j { 1.0 } else { 0.0 }))
+            .collect();
+        assert!((mixed_loss_flat(&xs).eps - gi).abs() < 1e-13);
+    }
+}

@@ -389,6 +389,36 @@ impl<T: Real> Dense<T> {
     }
 }
 
+/// An array-tier vector as a field of a structured point (or a point of
+/// its own): its elements are its leaves, named `[i]`; the function
+/// receives a `Dense` of tracers, on which the [`Array`] API runs.
+impl<T: Real> crate::Differentiable for Dense<T> {
+    type Scalar = T;
+    type Rebind<U: Real> = Dense<U>;
+    fn flatten_into(&self, leaves: &mut Vec<T>) {
+        leaves.extend_from_slice(&self.0);
+    }
+    fn leaf_count(&self) -> usize {
+        self.0.len()
+    }
+    fn same_shape(&self, other: &Self) -> bool {
+        self.0.len() == other.0.len()
+    }
+    fn leaf_names(&self, path: &str, names: &mut Vec<String>) {
+        names.extend((0..self.0.len()).map(|i| format!("{path}[{i}]")));
+    }
+}
+
+impl<T: Real, U: Real> crate::Rebuild<Dense<T>> for Dense<U> {
+    fn rebuild(template: &Dense<T>, leaves: &mut crate::Leaves<'_, U>) -> Option<Self> {
+        Some(Dense(leaves.take(template.0.len())?.to_vec()))
+    }
+}
+
+impl<T: Real> crate::Point for Dense<T> {
+    crate::structured_point!();
+}
+
 fn check_range(what: &'static str, start: usize, len: usize, n: usize) -> Result<()> {
     match start.checked_add(len) {
         Some(e) if e <= n => Ok(()),
