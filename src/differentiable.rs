@@ -218,25 +218,33 @@ impl<T: Real, U: Real> Rebuild<T> for U {
     }
 }
 
+/// The [`Differentiable`] methods of a sequence of elements `E` (a `Vec`,
+/// an array): the elements' leaves in index order, named `path[i]`.
+macro_rules! sequence_methods {
+    () => {
+        fn flatten_into(&self, leaves: &mut Vec<E::Scalar>) {
+            for e in self {
+                e.flatten_into(leaves);
+            }
+        }
+        fn leaf_count(&self) -> usize {
+            self.iter().map(E::leaf_count).sum()
+        }
+        fn same_shape(&self, other: &Self) -> bool {
+            self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a.same_shape(b))
+        }
+        fn leaf_names(&self, path: &str, names: &mut Vec<String>) {
+            for (i, e) in self.iter().enumerate() {
+                e.leaf_names(&format!("{path}[{i}]"), names);
+            }
+        }
+    };
+}
+
 impl<E: Differentiable> Differentiable for Vec<E> {
     type Scalar = E::Scalar;
     type Rebind<U: Real> = Vec<E::Rebind<U>>;
-    fn flatten_into(&self, leaves: &mut Vec<E::Scalar>) {
-        for e in self {
-            e.flatten_into(leaves);
-        }
-    }
-    fn leaf_count(&self) -> usize {
-        self.iter().map(E::leaf_count).sum()
-    }
-    fn same_shape(&self, other: &Self) -> bool {
-        self.len() == other.len() && self.iter().zip(other).all(|(a, b)| a.same_shape(b))
-    }
-    fn leaf_names(&self, path: &str, names: &mut Vec<String>) {
-        for (i, e) in self.iter().enumerate() {
-            e.leaf_names(&format!("{path}[{i}]"), names);
-        }
-    }
+    sequence_methods!();
 }
 
 impl<E: Differentiable, F: Rebuild<E>> Rebuild<Vec<E>> for Vec<F> {
@@ -248,22 +256,7 @@ impl<E: Differentiable, F: Rebuild<E>> Rebuild<Vec<E>> for Vec<F> {
 impl<E: Differentiable, const N: usize> Differentiable for [E; N] {
     type Scalar = E::Scalar;
     type Rebind<U: Real> = [E::Rebind<U>; N];
-    fn flatten_into(&self, leaves: &mut Vec<E::Scalar>) {
-        for e in self {
-            e.flatten_into(leaves);
-        }
-    }
-    fn leaf_count(&self) -> usize {
-        self.iter().map(E::leaf_count).sum()
-    }
-    fn same_shape(&self, other: &Self) -> bool {
-        self.iter().zip(other).all(|(a, b)| a.same_shape(b))
-    }
-    fn leaf_names(&self, path: &str, names: &mut Vec<String>) {
-        for (i, e) in self.iter().enumerate() {
-            e.leaf_names(&format!("{path}[{i}]"), names);
-        }
-    }
+    sequence_methods!();
 }
 
 impl<E: Differentiable, F: Rebuild<E>, const N: usize> Rebuild<[E; N]> for [F; N] {
@@ -276,22 +269,7 @@ impl<E: Differentiable, F: Rebuild<E>, const N: usize> Rebuild<[E; N]> for [F; N
 impl<E: Differentiable, N: ArrayLength> Differentiable for GenericArray<E, N> {
     type Scalar = E::Scalar;
     type Rebind<U: Real> = GenericArray<E::Rebind<U>, N>;
-    fn flatten_into(&self, leaves: &mut Vec<E::Scalar>) {
-        for e in self {
-            e.flatten_into(leaves);
-        }
-    }
-    fn leaf_count(&self) -> usize {
-        self.iter().map(E::leaf_count).sum()
-    }
-    fn same_shape(&self, other: &Self) -> bool {
-        self.iter().zip(other).all(|(a, b)| a.same_shape(b))
-    }
-    fn leaf_names(&self, path: &str, names: &mut Vec<String>) {
-        for (i, e) in self.iter().enumerate() {
-            e.leaf_names(&format!("{path}[{i}]"), names);
-        }
-    }
+    sequence_methods!();
 }
 
 impl<E: Differentiable, F: Rebuild<E>, N: ArrayLength> Rebuild<GenericArray<E, N>>
