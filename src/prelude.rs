@@ -3,8 +3,10 @@
 //!
 //! The scalar trait [`Real`], the error types, the scalar tracer, the
 //! drivers of the crate root (gradients, Hessian-vector products,
-//! Jacobians, n-th derivatives, their compiled forms), the loops, and the
-//! orders `U1` … `U4` for `derivative::<N>`.
+//! Jacobians, n-th derivatives, their compiled forms), the loops,
+//! `Differentiable` (the trait and, with the default feature `derive`, its
+//! derive) for structs as points, and the orders `U1` … `U4` for
+//! `derivative::<N>`.
 //!
 //! # Example
 //!
@@ -23,6 +25,6 @@
 pub use crate::typenum::{U1, U2, U3, U4};
 pub use crate::{
     d3, derivative, fold, fold_with, gradient, hessian, hvp, jacobian, jvp, pullback, scan, taylor,
-    value_and_gradient, vjp, while_loop, Checkpoints, Derivatives, Error, Gradient, Hvp, Pullback,
-    Real, Result, Tracer,
+    value_and_gradient, vjp, while_loop, Checkpoints, Derivatives, Differentiable, Error, Gradient,
+    Hvp, Pullback, Real, Result, Tracer,
 };
