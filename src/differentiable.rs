@@ -87,8 +87,9 @@ use crate::real::Real;
 ///
 /// The derive refuses what it cannot handle, at compile time: an enum, a
 /// struct with no scalar parameter or with more than one generic
-/// parameter, and a field whose type has no leaves of the scalar (mark
-/// such a field `#[differentiable(skip)]`).
+/// parameter, other bounds than `Real` or a where clause, and a field
+/// whose type has no leaves of the scalar (mark such a field
+/// `#[differentiable(skip)]`).
 ///
 /// ```compile_fail
 /// use optic_ad::Differentiable;
@@ -119,6 +120,21 @@ use crate::real::Real;
 ///     y: U,
 /// }
 /// ```
+///
+/// The scalar parameter may be bounded by `Real` only:
+///
+/// ```compile_fail
+/// use optic_ad::{Differentiable, Real};
+///
+/// #[derive(Clone, Differentiable)]
+/// struct Shown<T: Real + std::fmt::Display> {
+///     x: T,
+/// }
+/// ```
+///
+/// A skipped field is data: it must be `Clone` and `PartialEq` (the
+/// compiled drivers trace again where it changes), and its type must not
+/// mention the scalar.
 pub trait Differentiable: Sized {
     /// The scalar type of the leaves.
     type Scalar: Real;
@@ -136,6 +152,16 @@ pub trait Differentiable: Sized {
     /// Appends one name per leaf, `path` extended by field names and
     /// indices (`w[2]`, `layer.bias[0]`).
     fn leaf_names(&self, path: &str, names: &mut Vec<String>);
+    /// Whether values of this type hold data fields
+    /// (`#[differentiable(skip)]`) anywhere inside.
+    const HAS_DATA: bool = false;
+    /// Whether `other`'s data fields equal this value's (always true for
+    /// a type without data fields). The compiled drivers trace again where
+    /// a point's data differ from those they were traced with.
+    fn same_data(&self, other: &Self) -> bool {
+        let _ = other;
+        true
+    }
 }
 
 /// Rebuilding a value of type `Self` from leaves, around a `Template` of
@@ -238,6 +264,10 @@ macro_rules! sequence_methods {
                 e.leaf_names(&format!("{path}[{i}]"), names);
             }
         }
+        const HAS_DATA: bool = E::HAS_DATA;
+        fn same_data(&self, other: &Self) -> bool {
+            !E::HAS_DATA || self.iter().zip(other).all(|(a, b)| a.same_data(b))
+        }
     };
 }
 
@@ -304,6 +334,13 @@ impl<E: Differentiable> Differentiable for Option<E> {
             e.leaf_names(path, names);
         }
     }
+    const HAS_DATA: bool = E::HAS_DATA;
+    fn same_data(&self, other: &Self) -> bool {
+        match (self, other) {
+            (Some(a), Some(b)) => a.same_data(b),
+            _ => true,
+        }
+    }
 }
 
 impl<E: Differentiable, F: Rebuild<E>> Rebuild<Option<E>> for Option<F> {
@@ -335,6 +372,10 @@ macro_rules! tuple_differentiable {
             fn leaf_names(&self, path: &str, names: &mut Vec<String>) {
                 self.0.leaf_names(&field_path(path, "0"), names);
                 $(self.$i.leaf_names(&field_path(path, stringify!($i)), names);)+
+            }
+            const HAS_DATA: bool = A::HAS_DATA $(|| $e::HAS_DATA)+;
+            fn same_data(&self, other: &Self) -> bool {
+                self.0.same_data(&other.0) $(&& self.$i.same_data(&other.$i))+
             }
         }
 
@@ -407,7 +448,12 @@ tuple_differentiable! {
 /// What a loop ([`fold`](crate::fold), [`scan`](crate::scan),
 /// [`while_loop`](crate::while_loop)) carries from step to step: any
 /// [`Differentiable`] value, whose structure (the lengths of its `Vec`s)
-/// the initial carry fixes. A scalar, `[T; K]`, `GenericArray<T, N>`, a
+/// the initial carry fixes. A carry with data fields
+/// (`#[differentiable(skip)]`) runs in `fold` and `while_loop` on `f64`,
+/// num-dual numbers and scalar tracers, where its data may change from
+/// step to step; on the array trace, whose loop body is traced once, and
+/// in `scan`, it is refused ([`Error::Unsupported`](crate::Error::Unsupported)):
+/// keep data outside the carry there. A scalar, `[T; K]`, `GenericArray<T, N>`, a
 /// tuple, a `Vec` or a struct deriving `Differentiable`; implemented for
 /// every such type.
 ///
@@ -440,7 +486,8 @@ pub(crate) fn leaves_of<C: Differentiable>(c: &C) -> Vec<C::Scalar> {
 }
 
 /// What a driver's point may be: a flat slice of scalars (`&[T]`, an
-/// array, a `Vec`, a `GenericArray`), which the function receives as
+/// array, a `Vec`, a `GenericArray`, a `Box`, `Rc`, `Arc` or `Cow` of a
+/// slice), which the function receives as
 /// `&[T]` and whose gradient is a `Vec<T>`; or a structured point (a
 /// struct deriving [`Differentiable`], a tuple of such fields), which the
 /// function receives as itself, with [`Tracer`](crate::Tracer) leaves, and
@@ -508,6 +555,22 @@ impl<T: Real> Point for Vec<T> {
 }
 
 impl<T: Real, N: ArrayLength> Point for GenericArray<T, N> {
+    flat_point!();
+}
+
+impl<T: Real> Point for Box<[T]> {
+    flat_point!();
+}
+
+impl<T: Real> Point for std::rc::Rc<[T]> {
+    flat_point!();
+}
+
+impl<T: Real> Point for std::sync::Arc<[T]> {
+    flat_point!();
+}
+
+impl<T: Real> Point for Cow<'_, [T]> {
     flat_point!();
 }
 

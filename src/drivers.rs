@@ -252,15 +252,21 @@ where
 
     /// The leaves of `p`, in the kept buffer (which the caller gives back
     /// with [`OnPoint::restore`]), after checking that `p` has the shape
-    /// the programs were built for.
-    fn take_leaves(&mut self, what: &'static str, p: &P) -> Result<Vec<f64>> {
+    /// the programs were built for; and whether `p`'s data fields differ
+    /// from those they were traced with (`p` is then kept as the new
+    /// point, and the caller traces again).
+    fn take_leaves(&mut self, what: &'static str, p: &P) -> Result<(Vec<f64>, bool)> {
         if !self.point.same_shape(p) {
             return Err(Error::StructureMismatch { what });
+        }
+        let new_data = !self.point.same_data(p);
+        if new_data {
+            self.point = p.clone();
         }
         let mut x = std::mem::take(&mut self.leaves);
         x.clear();
         p.flatten_into(&mut x);
-        Ok(x)
+        Ok((x, new_data))
     }
 
     fn restore(&mut self, leaves: Vec<f64>) {
@@ -1800,8 +1806,9 @@ where
     /// Traces `f`, a function of a structured point (a struct deriving
     /// [`Differentiable`]), at `p0` and builds its gradient program: the
     /// compiled form of [`gradient`] on such points. Later points must
-    /// have `p0`'s structure (its `Vec` lengths); the data fields of
-    /// `p0` are the ones `f` sees.
+    /// have `p0`'s structure (its `Vec` lengths); where their data fields
+    /// (`#[differentiable(skip)]`) differ from those of the point last
+    /// traced at, `f` is traced again (as where a guard fails).
     ///
     /// # Errors
     ///
@@ -1844,15 +1851,26 @@ where
     }
 
     /// `(f(p), ∇f(p))`, the gradient in `p`'s type (its data fields
-    /// copied from `p`). Allocates the gradient; [`Gradient::eval`] on the
-    /// flat leaves is the allocation-free path.
+    /// copied from `p`, the data `f` was evaluated with: a point with other
+    /// data is traced again). Allocates the gradient; [`Gradient::eval`]
+    /// on the flat leaves is the allocation-free path (at the data last
+    /// traced with).
     ///
     /// # Errors
     ///
     /// [`Error::StructureMismatch`] unless `p` has the structure of the
     /// point the gradient was built at; errors of re-tracing.
     pub fn eval_point(&mut self, p: &P) -> Result<(f64, Tangent<P>)> {
-        let x = self.f.take_leaves("Gradient: point", p)?;
+        let (x, new_data) = self.f.take_leaves("Gradient: point", p)?;
+        if new_data {
+            match Self::build(&self.f, &x) {
+                Ok(program) => self.program = program,
+                Err(e) => {
+                    self.f.restore(x);
+                    return Err(e);
+                }
+            }
+        }
         let mut grad = vec![0.0; self.n];
         let y = self.eval(&x, &mut grad);
         self.f.restore(x);
@@ -2074,7 +2092,8 @@ where
     /// Traces `f`, a function of a structured point (a struct deriving
     /// [`Differentiable`]), at `p0` and builds the split Hessian-vector
     /// program: the compiled form of [`hvp`] on such points. Later points
-    /// and directions must have `p0`'s structure.
+    /// and directions must have `p0`'s structure; a point whose data
+    /// fields differ from those last traced with is traced again.
     ///
     /// # Errors
     ///
@@ -2118,30 +2137,49 @@ where
         })
     }
 
-    /// Runs the left at `p`: `(f(p), ∇f(p))`, the gradient in `p`'s type.
-    /// Allocates the gradient; [`Hvp::linearize`] on the flat leaves is
-    /// the allocation-free path.
+    /// Runs the left at `p`: `(f(p), ∇f(p))`, the gradient in `p`'s type
+    /// (traced again first where `p`'s data fields differ from those last
+    /// traced with). Allocates the gradient; [`Hvp::linearize`] on the
+    /// flat leaves is the allocation-free path.
     ///
     /// # Errors
     ///
     /// [`Error::StructureMismatch`] unless `p` has the structure of the
     /// point the `Hvp` was built at; errors of re-tracing.
     pub fn linearize_point(&mut self, p: &P) -> Result<(f64, Tangent<P>)> {
-        let x = self.f.take_leaves("Hvp: point", p)?;
+        let (x, new_data) = self.f.take_leaves("Hvp: point", p)?;
+        if new_data {
+            self.linearized = false;
+            match HvpSplit::build(&self.f, &x) {
+                Ok(split) => self.split = split,
+                Err(e) => {
+                    self.f.restore(x);
+                    return Err(e);
+                }
+            }
+        }
         let mut grad = vec![0.0; self.n];
         let y = self.linearize_with_gradient(&x, &mut grad);
         self.f.restore(x);
         Ok((y?, in_shape(p, grad)?))
     }
 
-    /// `H_f(p) v` in `v`'s type, at the point of the last linearization.
+    /// `H_f(p) v` in `v`'s type, at the point of the last linearization
+    /// (a direction's data fields are not read).
     ///
     /// # Errors
     ///
     /// [`Error::StructureMismatch`] unless `v` has the point's structure;
     /// [`Error::NotLinearized`] as [`Hvp::apply`].
     pub fn apply_point(&mut self, v: &P) -> Result<Tangent<P>> {
-        let x = self.f.take_leaves("Hvp: direction", v)?;
+        if !self.f.point.same_shape(v) {
+            return Err(Error::StructureMismatch {
+                what: "Hvp: direction",
+            });
+        }
+        let mut x = std::mem::take(&mut self.f.leaves);
+        x.clear();
+        v.flatten_into(&mut x);
         let mut hv = vec![0.0; self.n];
         let r = self.apply(&x, &mut hv);
         self.f.restore(x);

@@ -155,6 +155,7 @@ pub fn fold_with<C: Carry>(
     checkpoints: Checkpoints,
     body: impl Fn(C) -> C,
 ) -> Result<C> {
+    refuse_traced_data::<C>()?;
     let step = |c: &[C::Scalar]| -> Vec<C::Scalar> {
         match rebuild_like(&init, c) {
             Some(a) => leaves_of(&body(a)),
@@ -173,6 +174,18 @@ pub fn fold_with<C: Carry>(
         c = body(c);
     }
     Ok(c)
+}
+
+/// A carry with data fields on a number type whose loops are traced once
+/// (the array trace) is refused: the traced body could not change them.
+fn refuse_traced_data<C: Carry>() -> Result<()> {
+    if C::HAS_DATA && <C::Scalar as crate::rules::private::Internal>::traces_loops() {
+        return Err(Error::Unsupported(
+            "a loop carry with data fields (#[differentiable(skip)]) on the array trace, \
+             whose loop body is traced once: keep the data outside the carry",
+        ));
+    }
+    Ok(())
 }
 
 /// The carry of a traced loop's values, in `init`'s structure.
@@ -248,6 +261,7 @@ pub fn while_loop<C: Carry>(
     cond: impl Fn(&C) -> bool,
     body: impl Fn(C) -> C,
 ) -> Result<C> {
+    refuse_traced_data::<C>()?;
     let test = |c: &[C::Scalar]| rebuild_like(&init, c).is_some_and(|a| cond(&a));
     let step = |c: &[C::Scalar]| -> Vec<C::Scalar> {
         rebuild_like(&init, c).map_or_else(|| c.to_vec(), |a| leaves_of(&body(a)))
@@ -318,6 +332,12 @@ pub fn scan<A: Array, C: Carry<Scalar = A::Scalar>>(
     init: C,
     body: impl Fn(C, A::Scalar) -> (C, A::Scalar),
 ) -> Result<(C, A)> {
+    if C::HAS_DATA {
+        // The step is run on the carry's leaves, rebuilt around `init`.
+        return Err(Error::Unsupported(
+            "a scan carry with data fields (#[differentiable(skip)]): keep the data outside the carry",
+        ));
+    }
     let values = leaves_of(&init);
     let k = values.len();
     if k == 0 {

@@ -535,3 +535,106 @@ fn a_point_with_an_array_tier_vector_equals_its_flat_form() {
         assert!((mixed_loss_flat(&xs).eps - gi).abs() < 1e-13);
     }
 }
+
+/// A minibatch kept in a data field: the compiled structured drivers trace
+/// again where the data change, so the answer is that of the new data.
+#[test]
+fn compiled_structured_drivers_retrace_where_the_data_change() {
+    #[derive(Clone, Debug, PartialEq, Differentiable)]
+    struct Batch<T> {
+        w: T,
+        #[differentiable(skip)]
+        data: Vec<f64>,
+    }
+    // Σ (w·d)²: ∂/∂w = 2 w Σ d², ∂²/∂w² = 2 Σ d².
+    fn f<T: Real>(b: &Batch<T>) -> T {
+        b.data
+            .iter()
+            .fold(T::cst(0.0), |s, &d| s + (b.w * d) * (b.w * d))
+    }
+    let at = |data: Vec<f64>| Batch { w: 1.5, data };
+    let mut g = Gradient::structured(f, &at(vec![1.0])).unwrap();
+    let mut h = Hvp::structured(f, &at(vec![1.0])).unwrap();
+    for data in [vec![1.0], vec![10.0, 20.0], vec![3.0], vec![3.0]] {
+        let sq: f64 = data.iter().map(|d| d * d).sum();
+        let p = at(data);
+        let (y, grad) = g.eval_point(&p).unwrap();
+        assert_relative_eq!(y, 1.5 * 1.5 * sq, max_relative = 1e-15);
+        assert_relative_eq!(grad.w, 2.0 * 1.5 * sq, max_relative = 1e-15);
+        assert_eq!(grad.data, p.data);
+        let (_, grad) = h.linearize_point(&p).unwrap();
+        assert_relative_eq!(grad.w, 2.0 * 1.5 * sq, max_relative = 1e-15);
+        let hv = h.apply_point(&at(vec![])).map(|_| ());
+        assert!(hv.is_ok(), "a direction's data are not read: {hv:?}");
+        let hv = h
+            .apply_point(&Batch {
+                w: 1.0,
+                data: vec![],
+            })
+            .unwrap();
+        assert_relative_eq!(hv.w, 2.0 * sq, max_relative = 1e-15);
+    }
+}
+
+/// A carry with a data field: a plain loop on `f64` (and on scalar
+/// tracers) updates it; the array trace, whose body is traced once, and
+/// `scan` refuse it instead of freezing it.
+#[test]
+fn a_loop_carry_with_data_runs_plainly_and_is_refused_where_traced_once() {
+    use optic_ad::array::{self, Array};
+    use optic_ad::fold;
+    #[derive(Clone, Debug, PartialEq, Differentiable)]
+    struct S<T> {
+        x: T,
+        #[differentiable(skip)]
+        k: usize,
+    }
+    fn f<T: Real>(a: T) -> optic_ad::Result<T> {
+        let end = fold(3, S { x: a, k: 1 }, |s: S<T>| S {
+            x: s.x * (s.k as f64),
+            k: s.k + 1,
+        })?;
+        Ok(end.x)
+    }
+    assert_eq!(f(2.0).unwrap(), 12.0); // 2 · 1 · 2 · 3
+    assert_eq!(gradient(|x| f(x[0]), &[2.0]).unwrap(), [6.0]);
+    assert!(matches!(
+        array::gradient(|x| f(x.get(0)?), &[2.0]),
+        Err(Error::Unsupported(_))
+    ));
+    let xs = optic_ad::array::Dense::new(vec![1.0, 2.0]);
+    assert!(matches!(
+        optic_ad::scan(&xs, S { x: 0.0, k: 0 }, |s: S<f64>, x| (s, x)),
+        Err(Error::Unsupported(_))
+    ));
+}
+
+/// Points held in a `Box`, an `Arc` or a `Cow` of a slice are flat points.
+#[test]
+fn boxed_and_shared_slices_are_flat_points() {
+    let f = |x: &[Tracer]| x[0] * x[1];
+    let boxed: Box<[f64]> = vec![2.0, 3.0].into_boxed_slice();
+    let arc: std::sync::Arc<[f64]> = vec![2.0, 3.0].into();
+    let cow: std::borrow::Cow<'_, [f64]> = std::borrow::Cow::Owned(vec![2.0, 3.0]);
+    assert_eq!(gradient(f, &boxed).unwrap(), [3.0, 2.0]);
+    assert_eq!(gradient(f, &arc).unwrap(), [3.0, 2.0]);
+    assert_eq!(gradient(f, &cow).unwrap(), [3.0, 2.0]);
+}
+
+/// The derive's scalar may be bounded by `Real` and may have any name.
+#[test]
+fn the_derive_takes_a_real_bound_and_any_scalar_name() {
+    #[derive(Clone, Debug, Differentiable)]
+    struct Bounded<S: Real> {
+        a: S,
+    }
+    #[allow(non_camel_case_types)]
+    #[derive(Clone, Debug, Differentiable)]
+    struct Odd<__OpticAdU> {
+        a: __OpticAdU,
+    }
+    let g = gradient(|p: &Bounded<Tracer>| p.a * p.a, &Bounded { a: 3.0 }).unwrap();
+    assert_eq!(g.a, 6.0);
+    let g = gradient(|p: &Odd<Tracer>| p.a * p.a, &Odd { a: 3.0 }).unwrap();
+    assert_eq!(g.a, 6.0);
+}

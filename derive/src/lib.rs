@@ -19,7 +19,9 @@ use syn::{parse_macro_input, Data, DeriveInput, Fields, GenericParam, Index};
 /// derived struct, …) unless it is marked `#[differentiable(skip)]`: then it
 /// is data, it has no tangent, and it is cloned from the point into every
 /// value rebuilt from it (a gradient keeps the point's data), so its type
-/// must not mention the scalar type.
+/// must not mention the scalar type, and it must be `Clone` and
+/// `PartialEq` (the compiled drivers trace again where it changes). The
+/// scalar parameter may be bounded by `Real` and nothing else.
 #[proc_macro_derive(Differentiable, attributes(differentiable))]
 pub fn derive_differentiable(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -33,6 +35,7 @@ pub fn derive_differentiable(input: TokenStream) -> TokenStream {
 /// leaf paths.
 struct Field {
     member: TokenStream2,
+    ty: syn::Type,
     skip: bool,
     label: String,
 }
@@ -50,7 +53,12 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
         }
     };
     let fields = fields(&data.fields)?;
-    let u = format_ident!("__OpticAdU");
+    // The rebind parameter: any name but the scalar's.
+    let u = if scalar == "__OpticAdU" {
+        format_ident!("__OpticAdV")
+    } else {
+        format_ident!("__OpticAdU")
+    };
     let krate = quote!(::optic_ad);
 
     let live: Vec<&Field> = fields.iter().filter(|f| !f.skip).collect();
@@ -75,6 +83,19 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             names,
         );)
     });
+    let any_skip = fields.iter().any(|f| f.skip);
+    let has_data = live.iter().map(|f| {
+        let ty = &f.ty;
+        quote!(|| <#ty as #krate::Differentiable>::HAS_DATA)
+    });
+    let same_data = fields.iter().map(|f| {
+        let m = &f.member;
+        if f.skip {
+            quote!(&& self.#m == other.#m)
+        } else {
+            quote!(&& #krate::Differentiable::same_data(&self.#m, &other.#m))
+        }
+    });
     let rebuilt = fields.iter().map(|f| {
         let m = &f.member;
         if f.skip {
@@ -92,13 +113,21 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
             fn flatten_into(&self, leaves: &mut ::std::vec::Vec<#scalar>) {
                 #(#flatten)*
             }
-            fn leaf_count(&self) -> usize {
+            fn leaf_count(&self) -> ::core::primitive::usize {
                 0 #(#count)*
             }
-            fn same_shape(&self, other: &Self) -> bool {
+            fn same_shape(&self, other: &Self) -> ::core::primitive::bool {
                 true #(#shape)*
             }
-            fn leaf_names(&self, path: &str, names: &mut ::std::vec::Vec<::std::string::String>) {
+            const HAS_DATA: ::core::primitive::bool = #any_skip #(#has_data)*;
+            fn same_data(&self, other: &Self) -> ::core::primitive::bool {
+                true #(#same_data)*
+            }
+            fn leaf_names(
+                &self,
+                path: &::core::primitive::str,
+                names: &mut ::std::vec::Vec<::std::string::String>,
+            ) {
                 #(#names)*
             }
         }
@@ -120,12 +149,38 @@ fn expand(input: &DeriveInput) -> syn::Result<TokenStream2> {
     })
 }
 
-/// The struct's one type parameter, its scalar.
+/// The struct's one type parameter, its scalar. Its only bound may be
+/// `Real` (the derived impls require that bound anyway); other bounds and
+/// where clauses are refused, since the impls rebuild the struct at other
+/// scalar types, where they need not hold.
 fn scalar_param(input: &DeriveInput) -> syn::Result<syn::Ident> {
+    if let Some(w) = &input.generics.where_clause {
+        return Err(syn::Error::new_spanned(
+            w,
+            "Differentiable: a where clause is not supported; the scalar parameter may only be \
+             bounded by `Real` (put other bounds on the functions that need them)",
+        ));
+    }
     let mut scalar = None;
     for p in &input.generics.params {
         match p {
-            GenericParam::Type(t) if scalar.is_none() => scalar = Some(t.ident.clone()),
+            GenericParam::Type(t) if scalar.is_none() => {
+                for b in &t.bounds {
+                    let is_real = matches!(
+                        b,
+                        syn::TypeParamBound::Trait(tb)
+                            if tb.path.segments.last().is_some_and(|s| s.ident == "Real")
+                    );
+                    if !is_real {
+                        return Err(syn::Error::new_spanned(
+                            b,
+                            "Differentiable: the scalar parameter may only be bounded by `Real` \
+                             (put other bounds on the functions that need them)",
+                        ));
+                    }
+                }
+                scalar = Some(t.ident.clone());
+            }
             other => {
                 return Err(syn::Error::new_spanned(
                     other,
@@ -172,6 +227,7 @@ fn fields(fields: &Fields) -> syn::Result<Vec<Field>> {
         };
         out.push(Field {
             member,
+            ty: f.ty.clone(),
             skip,
             label,
         });

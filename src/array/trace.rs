@@ -541,6 +541,9 @@ impl private::Internal for TScalar {
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
         apply_scalar(x, prim_body(prim, param))
     }
+    fn traces_loops() -> bool {
+        true
+    }
     fn fold_traced(
         steps: usize,
         init: &[Self],

@@ -56,6 +56,11 @@ pub(crate) mod private {
         fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self;
         /// Applies a user rule (`x.len() == rule.arity()`; NaN otherwise).
         fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self;
+        /// Whether this number type traces loops as one instruction (the
+        /// array trace's scalar), its body traced once.
+        fn traces_loops() -> bool {
+            false
+        }
         /// Records `steps` applications of `body` to the carry `init` as
         /// one loop instruction whose pullback keeps at most `snapshots`
         /// carries besides the first (`None`: all), for a number type that
