@@ -79,6 +79,7 @@ fn in_shape<P: Point + ?Sized, T: Real>(point: &P, leaves: Vec<T>) -> Result<P::
 fn direction_leaves<'a, P, Q>(
     what: &'static str,
     point: &P,
+    shape: &mut PointShape,
     d: &'a Q,
 ) -> Result<Cow<'a, [P::Scalar]>>
 where
@@ -86,11 +87,27 @@ where
     Q: Point<Scalar = P::Scalar> + ?Sized,
 {
     let leaves = d.leaves();
-    check_len(what, point.leaves().len(), leaves.len())?;
-    if !(P::FLAT && Q::FLAT) && point.leaf_names() != d.leaf_names() {
+    check_len(what, shape.len, leaves.len())?;
+    if !(P::FLAT && Q::FLAT)
+        && *shape.names.get_or_insert_with(|| point.leaf_names()) != d.leaf_names()
+    {
         return Err(Error::StructureMismatch { what });
     }
     Ok(leaves)
+}
+
+/// What [`direction_leaves`] compares directions with: the point's number
+/// of leaves, and its leaf names once one direction needed them (computed
+/// once per call of a driver, however many directions it takes).
+struct PointShape {
+    len: usize,
+    names: Option<Vec<String>>,
+}
+
+impl PointShape {
+    fn new(len: usize) -> Self {
+        PointShape { len, names: None }
+    }
 }
 
 /// What a differentiated closure may return: its traced value(s) `O`, or
@@ -758,7 +775,7 @@ where
 {
     let x = point.leaves();
     check_nonempty("jvp", x.len())?;
-    let v = direction_leaves("jvp: direction", point, v)?;
+    let v = direction_leaves("jvp: direction", point, &mut PointShape::new(x.len()), v)?;
     let (p, mut inputs) = trace_at(on_leaves(point, f), &x)?;
     let m = p.n_outputs();
     // ∂⃗p: inputs [x, caps, ẋ], outputs [y, ẏ]; captured values are held
@@ -857,12 +874,10 @@ where
     F: FnOnce(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    check_nonempty("hvp", x.leaves().len())?;
-    let hv = hvp_flat(
-        on_leaves(x, f),
-        &x.leaves(),
-        &direction_leaves("hvp: direction", x, v)?,
-    )?;
+    let leaves = x.leaves();
+    check_nonempty("hvp", leaves.len())?;
+    let v = direction_leaves("hvp: direction", x, &mut PointShape::new(leaves.len()), v)?;
+    let hv = hvp_flat(on_leaves(x, f), &leaves, &v)?;
     in_shape(x, hv)
 }
 
@@ -1682,13 +1697,15 @@ where
     F: FnOnce(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    check_nonempty("d3", x.leaves().len())?;
+    let leaves = x.leaves();
+    check_nonempty("d3", leaves.len())?;
+    let mut shape = PointShape::new(leaves.len());
     let (u, v, w) = (
-        direction_leaves("direction u", x, u)?,
-        direction_leaves("direction v", x, v)?,
-        direction_leaves("direction w", x, w)?,
+        direction_leaves("direction u", x, &mut shape, u)?,
+        direction_leaves("direction v", x, &mut shape, v)?,
+        direction_leaves("direction w", x, &mut shape, w)?,
     );
-    d3_flat(on_leaves(x, f), &x.leaves(), &u, &v, &w)
+    d3_flat(on_leaves(x, f), &leaves, &u, &v, &w)
 }
 
 fn d3_flat<T, F, R>(f: F, x: &[T], u: &[T], v: &[T], w: &[T]) -> Result<T>
