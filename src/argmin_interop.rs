@@ -137,7 +137,25 @@ struct Compiled<O> {
     oracle: O,
     /// The point last linearised at.
     at: Vec<f64>,
+    /// The point of `value` and `grad` (empty before the first
+    /// evaluation): argmin's solvers ask for the cost and the gradient at
+    /// one point in two calls, which one evaluation answers.
+    evaluated_at: Vec<f64>,
+    value: f64,
     grad: Vec<f64>,
+}
+
+impl<O: Oracle> Compiled<O> {
+    /// `f(x)`, with `∇f(x)` in `grad`: evaluated unless `x` is the point
+    /// they already hold.
+    fn evaluate(&mut self, x: &[f64]) -> Result<f64> {
+        if self.evaluated_at.as_slice() != x || x.is_empty() {
+            self.evaluated_at.clear();
+            self.value = self.oracle.value_and_gradient(x, &mut self.grad)?;
+            self.evaluated_at.extend_from_slice(x);
+        }
+        Ok(self.value)
+    }
 }
 
 /// An argmin problem from a function `f : ℝⁿ → ℝ` traced once: its cost,
@@ -165,6 +183,8 @@ impl<O> ArgminProblem<O> {
             compiled: Arc::new(Mutex::new(Compiled {
                 oracle,
                 at: Vec::new(),
+                evaluated_at: Vec::new(),
+                value: f64::NAN,
                 grad: vec![0.0; n],
             })),
         }
@@ -230,9 +250,7 @@ impl<O: Oracle> CostFunction for ArgminProblem<O> {
     /// parameter of another length; those of the gradient driver.
     fn cost(&self, x: &Vec<f64>) -> std::result::Result<f64, ArgminError> {
         check_len("argmin cost: parameter", self.n, x.len())?;
-        let mut c = self.lock();
-        let Compiled { oracle, grad, .. } = &mut *c;
-        Ok(oracle.value_and_gradient(x, grad)?)
+        Ok(self.lock().evaluate(x)?)
     }
 }
 
@@ -248,9 +266,8 @@ impl<O: Oracle> ArgminGradient for ArgminProblem<O> {
     fn gradient(&self, x: &Vec<f64>) -> std::result::Result<Vec<f64>, ArgminError> {
         check_len("argmin gradient: parameter", self.n, x.len())?;
         let mut c = self.lock();
-        let Compiled { oracle, grad, .. } = &mut *c;
-        oracle.value_and_gradient(x, grad)?;
-        Ok(grad.clone())
+        c.evaluate(x)?;
+        Ok(c.grad.clone())
     }
 }
 
