@@ -137,3 +137,23 @@ fn a_trust_region_fits_the_main_job_to_its_optimum() {
     let e = max_err(theta, &fit.theta);
     assert!(e < 1e-10, "trust region (array trace) vs Newton-CG: {e:e}");
 }
+
+/// Cost and gradient are answered from one evaluation per point: calls
+/// that alternate between points still get each point's own values
+/// (against the test functions' hand-written derivatives).
+#[test]
+fn cost_and_gradient_at_alternating_points_are_each_points_own() {
+    let f = |x: &[Tracer]| tf::rosenbrock(x);
+    let p = ArgminProblem::new(f, &[0.0, 0.0]).unwrap();
+    let (a, b) = (vec![0.3, -0.2], vec![1.5, 0.7]);
+    for x in [&a, &b, &b, &a, &b] {
+        assert!((p.cost(x).unwrap() - tf::rosenbrock(x)).abs() <= 1e-14 * tf::rosenbrock(x).abs());
+        let g = p.gradient(x).unwrap();
+        assert!(max_err(&g, &tf::rosenbrock_derivative(x)) < 1e-12);
+        assert!((p.cost(x).unwrap() - tf::rosenbrock(x)).abs() <= 1e-14 * tf::rosenbrock(x).abs());
+    }
+    let g_b = p.gradient(&b).unwrap();
+    assert!(max_err(&g_b, &tf::rosenbrock_derivative(&b)) < 1e-12);
+    let _ = p.cost(&a).unwrap();
+    assert!(max_err(&p.gradient(&a).unwrap(), &tf::rosenbrock_derivative(&a)) < 1e-12);
+}
