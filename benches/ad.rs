@@ -549,7 +549,7 @@ fn bench_evaluators(c: &mut Criterion) {
             b.iter(|| rosenbrock::<f64>(black_box(&x)))
         });
         let grad = Gradient::new(rosenbrock, &x).unwrap();
-        let p = grad.program();
+        let p = grad.program().unwrap();
         // Hvp::apply (one direction) against apply_many (four at once).
         let mut h4 = Hvp::new(rosenbrock, &x).unwrap();
         h4.linearize(&x).unwrap();
@@ -579,7 +579,7 @@ fn bench_evaluators(c: &mut Criterion) {
             })
         });
         let hvp = Hvp::new(rosenbrock, &x).unwrap();
-        let (left, right) = hvp.programs();
+        let (left, right) = hvp.programs().unwrap();
         let left_out = left.eval(&x).unwrap();
         let mut rin: Vec<f64> = left_out[1 + n..].to_vec();
         rin.extend_from_slice(&v);
@@ -1044,9 +1044,13 @@ fn bench_build(c: &mut Criterion) {
     for n in sizes {
         let (x, _) = point(n);
         let traced = trace(|t| vec![rosenbrock(t)], &x).unwrap().len();
-        let gradient = Gradient::new(rosenbrock, &x).unwrap().program().len();
+        let gradient = Gradient::new(rosenbrock, &x)
+            .unwrap()
+            .program()
+            .unwrap()
+            .len();
         let h = Hvp::new(rosenbrock, &x).unwrap();
-        let (l, r) = h.programs();
+        let (l, r) = h.programs().unwrap();
         eprintln!(
             "build n={n}: {traced} traced instructions, gradient program {gradient}, \
              Hvp programs {} (left {} + right {})",

@@ -136,10 +136,14 @@ fn main() {
     let before = status_kb("VmHWM:");
     let t = Instant::now();
     let len = match what.as_str() {
-        "gradient" => Gradient::new(rosenbrock, &x).unwrap().program().len(),
+        "gradient" => Gradient::new(rosenbrock, &x)
+            .unwrap()
+            .program()
+            .unwrap()
+            .len(),
         "hvp" => {
             let h = Hvp::new(rosenbrock, &x).unwrap();
-            let (l, r) = h.programs();
+            let (l, r) = h.programs().unwrap();
             l.len() + r.len()
         }
         other => {

@@ -24,6 +24,7 @@ use std::ops::Add;
 use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
+use crate::array::{trace_hosted, ArrayProgram, GradientCore, HvpCore};
 use crate::backend::{Executable, Registers, LANES};
 use crate::differentiable::{Differentiable, Point, Tangent};
 use crate::error::{check_len, Error, Result};
@@ -32,7 +33,7 @@ use crate::functor::nested::nest;
 use crate::functor::reverse::pullback_in_place;
 use crate::functor::taylor::scale_by_factorials;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
-use crate::program::trace::{trace_builder, Traced, TracedBuilder, Tracer};
+use crate::program::trace::{trace_builder, trace_builder_hosting, Traced, TracedBuilder, Tracer};
 use crate::program::{Builder, Program, Var, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
 use crate::real::Real;
@@ -393,6 +394,59 @@ fn run_or_retrace<S, R>(
         }
         other => other,
     }
+}
+
+/// What a driver built from the user's function at an `f64` point: from
+/// the scalar trace (`S`), or, where the function has a loop, from the
+/// array trace (`H`), on which the loop is one instruction that carries
+/// its body (the scalar IR has no value to hold a loop's stored carries,
+/// so there the loop would be unrolled, one copy of its body per step).
+#[derive(Clone)]
+enum Code<S, H> {
+    Scalar(S),
+    Hosted(H),
+}
+
+/// The first trace of a driver at the `f64` point `x`. A loop met on the
+/// scalar trace stops it; the function is then traced on the array trace
+/// and `host` builds the driver's programs from that; where that fails
+/// (a comparison inside the loop body, a driver nested in the function
+/// that reads its tracers), the function is traced again on the scalar
+/// trace with its loops unrolled, as it always could be. So `f` is called
+/// once for code without loops and two or three times for code with them.
+fn trace_or_host<H>(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
+    x: &[f64],
+    host: impl FnOnce(&ArrayProgram) -> Result<H>,
+) -> Result<Code<TracedBuilder, H>> {
+    let mut err = None;
+    let (traced, saw_loop) = trace_builder_hosting(
+        |t| match f(t) {
+            Ok(y) => vec![y],
+            Err(e) => {
+                err = Some(e);
+                Vec::new()
+            }
+        },
+        x,
+    );
+    if saw_loop {
+        if let Ok(h) = trace_hosted(f, x).and_then(|p| host(&p)) {
+            return Ok(Code::Hosted(h));
+        }
+        let (t, _) = trace_builder_at(|t: &[Tracer]| Ok(vec![f(t)?]), x)?;
+        return Ok(Code::Scalar(t));
+    }
+    if let Some(e) = err {
+        return Err(e);
+    }
+    let t = traced?;
+    if !t.captures.is_empty() {
+        // As `trace_builder_at` at an `f64` point: a captured tracer
+        // cannot be given there.
+        return Err(Error::CapturedOutsideTrace(t.captures.len()));
+    }
+    Ok(Code::Scalar(t))
 }
 
 /// The output blocks of [`gradient_program`]: `f(x)` (block 0, one
@@ -1756,6 +1810,18 @@ const POLARISATION: [(f64, f64, f64); 4] = [
 /// A compiled gradient: traced once, evaluated at many points with no
 /// allocation, re-traced only where a recorded comparison (guard) fails.
 ///
+/// A function with loops ([`crate::fold`], [`crate::while_loop`]) is
+/// traced on the array trace, where each loop is one instruction carrying
+/// its body and its gradient a reverse loop over the stored (or
+/// checkpointed) carries: building costs the same for ten steps as for a
+/// million, and memory grows with the carries, not with the body
+/// (see the book's chapter "Loops"). The function is then called two or
+/// three times while tracing: once on the scalar trace, which stops at the
+/// first loop (with an error the function must pass on, as `fold(..)?`
+/// does), then on the array trace; and, where that cannot hold the loop (a
+/// comparison inside its body), once more on the scalar trace with the loop
+/// unrolled.
+///
 /// # Example
 ///
 /// ```
@@ -1777,17 +1843,24 @@ const POLARISATION: [(f64, f64, f64); 4] = [
 pub struct Gradient<F> {
     f: F,
     n: usize,
-    program: Executable,
+    code: GradientCode,
     regs: Registers,
     out: Vec<f64>,
 }
 
+/// A compiled gradient's program: `x ↦ (f(x), ∇f(x))` from the scalar
+/// trace, or from the array trace for a function with loops.
+type GradientCode = Code<Executable, Box<GradientCore>>;
+
 impl<F> std::fmt::Debug for Gradient<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gradient")
-            .field("n", &self.n)
-            .field("program_len", &self.program.len())
-            .finish()
+        let mut d = f.debug_struct("Gradient");
+        d.field("n", &self.n);
+        match &self.code {
+            Code::Scalar(p) => d.field("program_len", &p.len()),
+            Code::Hosted(c) => d.field("array_program_len", &c.program().len()),
+        };
+        d.finish()
     }
 }
 
@@ -1803,12 +1876,12 @@ where
     /// [`Error::EmptyInput`] for an empty `x0`; as [`gradient`] otherwise.
     pub fn new(f: F, x0: &[f64]) -> Result<Self> {
         check_nonempty("Gradient", x0.len())?;
-        let program = Self::build(&f, x0)?;
+        let code = Self::build(&f, x0)?;
         Ok(Gradient {
             f,
             n: x0.len(),
             out: vec![0.0; x0.len() + 1],
-            program,
+            code,
             regs: Registers::new(),
         })
     }
@@ -1857,12 +1930,12 @@ where
         let n = p0.leaf_count();
         check_nonempty("Gradient", n)?;
         let f = OnPoint::new(f, p0);
-        let program = Self::build(&f, &p0.leaves())?;
+        let code = Self::build(&f, &p0.leaves())?;
         Ok(Gradient {
             f,
             n,
             out: vec![0.0; n + 1],
-            program,
+            code,
             regs: Registers::new(),
         })
     }
@@ -1881,7 +1954,7 @@ where
         let (x, new_data) = self.f.take_leaves("Gradient: point", p)?;
         if new_data {
             match Self::build(&self.f, &x) {
-                Ok(program) => self.program = program,
+                Ok(code) => self.code = code,
                 Err(e) => {
                     self.f.restore(x);
                     return Err(e);
@@ -1896,7 +1969,26 @@ where
 }
 
 impl<F: LeafFunction> Gradient<F> {
-    fn build(f: &F, x: &[f64]) -> Result<Executable> {
+    /// The gradient program of `f` traced at `x`: from the scalar trace,
+    /// or, for a function with loops, from the array trace
+    /// ([`trace_or_host`]).
+    fn build(f: &F, x: &[f64]) -> Result<GradientCode> {
+        let n = x.len();
+        let code = trace_or_host(&mut |t| f.call_leaves(t), x, |p| {
+            GradientCore::new(p, n).map(Box::new)
+        })?;
+        Ok(match code {
+            Code::Scalar(t) => {
+                Code::Scalar(Executable::new(gradient_program(t, n)?.into_schedule()))
+            }
+            Code::Hosted(c) => Code::Hosted(c),
+        })
+    }
+
+    /// The gradient program of `f` on the scalar trace, loops unrolled:
+    /// for points other than `f64`, which the array trace's programs do
+    /// not take.
+    fn build_unrolled(f: &F, x: &[f64]) -> Result<Executable> {
         let (t, _) = trace_builder_at(scalar(|t| f.call_leaves(t)), x)?;
         Ok(Executable::new(
             gradient_program(t, x.len())?.into_schedule(),
@@ -1913,6 +2005,10 @@ impl<F: LeafFunction> Gradient<F> {
     /// is refused by [`Gradient::new`]): a compiled driver keeps its
     /// program across traces. For a closure that captures them, call
     /// [`gradient`] inside the trace.
+    ///
+    /// Where `f` has loops (its program is on the array trace), a point
+    /// other than `f64` is served by `f` traced again on the scalar
+    /// trace with its loops unrolled, at each call.
     ///
     /// # Errors
     ///
@@ -1935,19 +2031,49 @@ impl<F: LeafFunction> Gradient<F> {
     /// ```
     pub fn eval_at<T: Real>(&mut self, x: &[T]) -> Result<(T, Vec<T>)> {
         check_len("Gradient: x", self.n, x.len())?;
+        if let Code::Hosted(_) = self.code {
+            if is_f64::<T>() {
+                let mut grad = vec![0.0; self.n];
+                let y = self.eval(&primals(x), &mut grad)?;
+                return Ok((T::cst(y), grad.into_iter().map(T::cst).collect()));
+            }
+            let mut out = Self::build_unrolled(&self.f, &primals(x))?.eval(x)?;
+            let grad = out.split_off(1);
+            return Ok((out[0], grad));
+        }
         let f = &self.f;
         let mut out = run_or_retrace(
-            &mut self.program,
+            &mut self.code,
             || Self::build(f, &primals(x)),
-            |p| p.eval(x),
+            |c| match c {
+                Code::Scalar(p) => p.eval(x),
+                // A re-trace that meets a loop: the `f64` path above on
+                // the next call; this one is served unrolled.
+                Code::Hosted(_) => Self::build_unrolled(f, &primals(x))?.eval(x),
+            },
         )?;
         let grad = out.split_off(1);
         Ok((out[0], grad))
     }
 
-    /// The gradient program `x ↦ (f(x), ∇f(x))`.
-    pub fn program(&self) -> &Executable {
-        &self.program
+    /// The gradient program `x ↦ (f(x), ∇f(x))`; `None` where `f` has
+    /// loops, whose program is an array program
+    /// ([`Gradient::array_program`]).
+    pub fn program(&self) -> Option<&Executable> {
+        match &self.code {
+            Code::Scalar(p) => Some(p),
+            Code::Hosted(_) => None,
+        }
+    }
+
+    /// The gradient program on the array trace, where `f` has loops
+    /// ([`crate::fold`], [`crate::while_loop`]): each loop one
+    /// instruction that carries its body; `None` for other functions.
+    pub fn array_program(&self) -> Option<&ArrayProgram> {
+        match &self.code {
+            Code::Scalar(_) => None,
+            Code::Hosted(c) => Some(c.program()),
+        }
     }
 
     /// Evaluates `f(x)` and writes `∇f(x)` into `grad`.
@@ -1962,12 +2088,17 @@ impl<F: LeafFunction> Gradient<F> {
         check_len("Gradient: grad", self.n, grad.len())?;
         let (f, regs, out) = (&self.f, &mut self.regs, &mut self.out);
         run_or_retrace(
-            &mut self.program,
+            &mut self.code,
             || Self::build(f, x),
-            |p| p.eval_f64(regs, x, out),
-        )?;
-        grad.copy_from_slice(&self.out[1..]);
-        Ok(self.out[0])
+            |c| match c {
+                Code::Scalar(p) => {
+                    p.eval_f64(regs, x, out)?;
+                    grad.copy_from_slice(&out[1..]);
+                    Ok(out[0])
+                }
+                Code::Hosted(core) => core.run(x, grad),
+            },
+        )
     }
 }
 
@@ -1980,7 +2111,29 @@ impl<F: LeafFunction> Gradient<F> {
 /// order and the nested-closure encoding"), split by
 /// [`crate::functor::split_stages`] into the stage that depends on `x` only
 /// and the stage that depends on `v`.
-/// Steady-state calls do not allocate.
+/// Steady-state calls do not allocate. A function with loops is traced on
+/// the array trace, as [`Gradient`] says; its products are ∂⃗ of the
+/// reverse loop, loops again.
+///
+/// # Example with a loop
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{fold, Hvp, Real, Result};
+///
+/// // c ← c·a, 1000 times: f(a) = a¹⁰⁰⁰ c₀, f″ = 1000·999·a⁹⁹⁸ c₀.
+/// fn f<T: Real>(a: &[T]) -> Result<T> {
+///     let [c] = fold(1000, [T::cst(2.0)], |[c]: [T; 1]| [c * a[0]])?;
+///     Ok(c)
+/// }
+/// let mut h = Hvp::new(f, &[1.0005]).unwrap();
+/// assert!(h.array_program().is_some()); // one loop instruction
+/// h.linearize(&[1.0005]).unwrap();
+/// let mut hv = [0.0];
+/// h.apply(&[1.0], &mut hv).unwrap();
+/// let want = 2.0 * 1000.0 * 999.0 * 1.0005_f64.powi(998);
+/// assert_relative_eq!(hv[0], want, max_relative = 1e-12);
+/// ```
 ///
 /// # Example
 ///
@@ -2004,7 +2157,7 @@ impl<F: LeafFunction> Gradient<F> {
 pub struct Hvp<F> {
     f: F,
     n: usize,
-    split: HvpSplit,
+    code: HvpCode,
     linearized: bool,
     /// Lane buffers of [`Hvp::apply_many`]: directions in, products out.
     lane_in: Vec<[f64; LANES]>,
@@ -2038,13 +2191,36 @@ struct HvpSplit {
     ws: StagedWorkspace,
 }
 
+/// A compiled Hessian-vector product's programs: the split scalar
+/// program, or the array programs for a function with loops.
+type HvpCode = Code<HvpSplit, Box<HvpCore>>;
+
 impl HvpSplit {
     const LEFT: usize = 0;
     const RIGHT: usize = 1;
 
-    fn build<F: LeafFunction>(f: &F, x: &[f64]) -> Result<Self> {
+    /// The split of `f` traced at `x`: from the scalar trace, or, for a
+    /// function with loops, the array programs ([`trace_or_host`]).
+    fn build<F: LeafFunction>(f: &F, x: &[f64]) -> Result<HvpCode> {
+        let n = x.len();
+        let code = trace_or_host(&mut |t| f.call_leaves(t), x, |p| {
+            HvpCore::new(p, n).map(Box::new)
+        })?;
+        Ok(match code {
+            Code::Scalar(t) => Code::Scalar(Self::from_trace(t, n)?),
+            Code::Hosted(c) => Code::Hosted(c),
+        })
+    }
+
+    /// The split of `f` on the scalar trace, loops unrolled: for points
+    /// other than `f64`.
+    fn build_unrolled<F: LeafFunction>(f: &F, x: &[f64]) -> Result<Self> {
         let (t, _) = trace_builder_at(scalar(|t| f.call_leaves(t)), x)?;
-        let staged = hvp_staged(t, x.len(), true)?;
+        Self::from_trace(t, x.len())
+    }
+
+    fn from_trace(t: TracedBuilder, n: usize) -> Result<Self> {
+        let staged = hvp_staged(t, n, true)?;
         let ws = staged.workspace();
         Ok(HvpSplit { staged, ws })
     }
@@ -2066,13 +2242,18 @@ impl HvpSplit {
 
 impl<F> std::fmt::Debug for Hvp<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let st = self.split.staged.stages();
-        f.debug_struct("Hvp")
-            .field("n", &self.n)
-            .field("left_len", &st[HvpSplit::LEFT].program.len())
-            .field("right_len", &st[HvpSplit::RIGHT].program.len())
-            .field("residual", &st[HvpSplit::LEFT].residual_out)
-            .finish()
+        let mut d = f.debug_struct("Hvp");
+        d.field("n", &self.n);
+        match &self.code {
+            Code::Scalar(split) => {
+                let st = split.staged.stages();
+                d.field("left_len", &st[HvpSplit::LEFT].program.len())
+                    .field("right_len", &st[HvpSplit::RIGHT].program.len())
+                    .field("residual", &st[HvpSplit::LEFT].residual_out)
+            }
+            Code::Hosted(c) => d.field("array_program_len", &c.program().len()),
+        };
+        d.finish()
     }
 }
 
@@ -2088,11 +2269,11 @@ where
     /// [`Error::EmptyInput`] for an empty `x0`; as [`gradient`] otherwise.
     pub fn new(f: F, x0: &[f64]) -> Result<Self> {
         check_nonempty("Hvp", x0.len())?;
-        let split = HvpSplit::build(&f, x0)?;
+        let code = HvpSplit::build(&f, x0)?;
         Ok(Hvp {
             f,
             n: x0.len(),
-            split,
+            code,
             linearized: false,
             lane_in: Vec::new(),
             lane_out: Vec::new(),
@@ -2143,11 +2324,11 @@ where
         let n = p0.leaf_count();
         check_nonempty("Hvp", n)?;
         let f = OnPoint::new(f, p0);
-        let split = HvpSplit::build(&f, &p0.leaves())?;
+        let code = HvpSplit::build(&f, &p0.leaves())?;
         Ok(Hvp {
             f,
             n,
-            split,
+            code,
             linearized: false,
             lane_in: Vec::new(),
             lane_out: Vec::new(),
@@ -2168,7 +2349,7 @@ where
         if new_data {
             self.linearized = false;
             match HvpSplit::build(&self.f, &x) {
-                Ok(split) => self.split = split,
+                Ok(code) => self.code = code,
                 Err(e) => {
                     self.f.restore(x);
                     return Err(e);
@@ -2207,20 +2388,40 @@ where
 
 impl<F: LeafFunction> Hvp<F> {
     /// Length of the residual kept between [`Hvp::linearize`] and
-    /// [`Hvp::apply`].
+    /// [`Hvp::apply`] by the optic view ([`crate::optic::Optic`]): the
+    /// left stage's residual; where `f` has loops, the point itself
+    /// (`n`), from which the right runs the left again.
     pub fn residual_len(&self) -> usize {
-        self.split.left().residual_out
+        match &self.code {
+            Code::Scalar(split) => split.left().residual_out,
+            Code::Hosted(_) => self.n,
+        }
     }
 
-    /// The left program `x ↦ (f, ∇f, m)` and right program `(m, v) ↦ Hv`.
-    pub fn programs(&self) -> (&Executable, &Executable) {
-        let st = self.split.staged.stages();
-        (&st[HvpSplit::LEFT].program, &st[HvpSplit::RIGHT].program)
+    /// The left program `x ↦ (f, ∇f, m)` and right program `(m, v) ↦ Hv`;
+    /// `None` where `f` has loops, whose programs are array programs
+    /// ([`Hvp::array_program`]).
+    pub fn programs(&self) -> Option<(&Executable, &Executable)> {
+        let st = self.staged()?.stages();
+        Some((&st[HvpSplit::LEFT].program, &st[HvpSplit::RIGHT].program))
     }
 
-    /// Both stages as one [`Staged`] program.
-    pub fn staged(&self) -> &Staged {
-        &self.split.staged
+    /// Both stages as one [`Staged`] program; `None` where `f` has loops.
+    pub fn staged(&self) -> Option<&Staged> {
+        match &self.code {
+            Code::Scalar(split) => Some(&split.staged),
+            Code::Hosted(_) => None,
+        }
+    }
+
+    /// The program `(x, v) ↦ (f, ∇f, H v)` on the array trace, where `f`
+    /// has loops ([`crate::fold`], [`crate::while_loop`]): each loop one
+    /// instruction that carries its body. `None` for other functions.
+    pub fn array_program(&self) -> Option<&ArrayProgram> {
+        match &self.code {
+            Code::Scalar(_) => None,
+            Code::Hosted(c) => Some(c.program()),
+        }
     }
 
     /// Moves the linearisation point to `x`; returns `f(x)`.
@@ -2234,13 +2435,22 @@ impl<F: LeafFunction> Hvp<F> {
         // Until this succeeds there is no valid point: `apply` refuses.
         self.linearized = false;
         let f = &self.f;
-        run_or_retrace(
-            &mut self.split,
+        let y = run_or_retrace(
+            &mut self.code,
             || HvpSplit::build(f, x),
-            |s| s.staged.run_with(HvpSplit::LEFT, &mut s.ws, x),
+            |c| match c {
+                Code::Scalar(s) => {
+                    s.staged.run_with(HvpSplit::LEFT, &mut s.ws, x)?;
+                    Ok(s.value())
+                }
+                Code::Hosted(h) => {
+                    h.linearize(x)?;
+                    Ok(h.value())
+                }
+            },
         )?;
         self.linearized = true;
-        Ok(self.split.value())
+        Ok(y)
     }
 
     /// As [`Hvp::linearize`], also writing `∇f(x)` into `grad`.
@@ -2251,7 +2461,10 @@ impl<F: LeafFunction> Hvp<F> {
     pub fn linearize_with_gradient(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
         check_len("Hvp: grad", self.n, grad.len())?;
         let y = self.linearize(x)?;
-        grad.copy_from_slice(self.split.gradient());
+        grad.copy_from_slice(match &self.code {
+            Code::Scalar(s) => s.gradient(),
+            Code::Hosted(h) => h.gradient(),
+        });
         Ok(y)
     }
 
@@ -2269,10 +2482,14 @@ impl<F: LeafFunction> Hvp<F> {
         if !self.linearized {
             return Err(Error::NotLinearized);
         }
-        let s = &mut self.split;
-        s.staged.run_with(HvpSplit::RIGHT, &mut s.ws, v)?;
-        out.copy_from_slice(s.staged.own_outputs(&s.ws, HvpSplit::RIGHT));
-        Ok(())
+        match &mut self.code {
+            Code::Scalar(s) => {
+                s.staged.run_with(HvpSplit::RIGHT, &mut s.ws, v)?;
+                out.copy_from_slice(s.staged.own_outputs(&s.ws, HvpSplit::RIGHT));
+                Ok(())
+            }
+            Code::Hosted(h) => h.apply(v, out),
+        }
     }
 
     /// `H_f(x) v` for several directions at once, at the point of the last
@@ -2316,7 +2533,15 @@ impl<F: LeafFunction> Hvp<F> {
         if !self.linearized {
             return Err(Error::NotLinearized);
         }
-        let s = &mut self.split;
+        let s = match &mut self.code {
+            Code::Scalar(s) => s,
+            Code::Hosted(h) => {
+                for (v, product) in vs.chunks(n).zip(out.chunks_mut(n)) {
+                    h.apply(v, product)?;
+                }
+                return Ok(());
+            }
+        };
         for (dirs, products) in vs.chunks(LANES * n).zip(out.chunks_mut(LANES * n)) {
             self.lane_in.clear();
             self.lane_in.extend((0..n).map(|i| {
@@ -2346,7 +2571,9 @@ impl<F: LeafFunction> Hvp<F> {
     /// allocation-free `f64` path.
     ///
     /// As for [`Gradient::eval_at`], `f` must not close over tracers of an
-    /// enclosing trace; call [`hvp`] inside the trace for such closures.
+    /// enclosing trace; call [`hvp`] inside the trace for such closures;
+    /// and where `f` has loops, a point other than `f64` is served by `f`
+    /// traced again on the scalar trace with its loops unrolled.
     ///
     /// # Errors
     ///
@@ -2368,20 +2595,39 @@ impl<F: LeafFunction> Hvp<F> {
         check_len("Hvp: x", self.n, x.len())?;
         check_len("Hvp: v", self.n, v.len())?;
         let f = &self.f;
+        let unrolled = |x: &[T], v: &[T]| -> Result<Vec<T>> {
+            let s = HvpSplit::build_unrolled(f, &primals(x))?;
+            let (_, m) = s.staged.run(HvpSplit::LEFT, &[], x)?;
+            Ok(s.staged.run(HvpSplit::RIGHT, &m, v)?.0)
+        };
+        if let Code::Hosted(h) = &mut self.code {
+            if !is_f64::<T>() {
+                return unrolled(x, v);
+            }
+            let mut hv = vec![0.0; self.n];
+            let one_pass = h.eval(&primals(x), &primals(v), &mut hv);
+            if !matches!(one_pass, Err(Error::GuardFailed { .. })) {
+                one_pass?;
+                return Ok(hv.into_iter().map(T::cst).collect());
+            }
+        }
         let mut rebuilt = false;
         let hv = run_or_retrace(
-            &mut self.split,
+            &mut self.code,
             || {
                 rebuilt = true;
                 HvpSplit::build(f, &primals(x))
             },
-            |s| {
-                let (_, m) = s.staged.run(HvpSplit::LEFT, &[], x)?;
-                Ok(s.staged.run(HvpSplit::RIGHT, &m, v)?.0)
+            |c| match c {
+                Code::Scalar(s) => {
+                    let (_, m) = s.staged.run(HvpSplit::LEFT, &[], x)?;
+                    Ok(s.staged.run(HvpSplit::RIGHT, &m, v)?.0)
+                }
+                Code::Hosted(_) => unrolled(x, v),
             },
         );
         if rebuilt {
-            // The rebuilt split has fresh buffers: no linearisation.
+            // The rebuilt programs have fresh buffers: no linearisation.
             self.linearized = false;
         }
         hv
@@ -2425,15 +2671,38 @@ impl<F> crate::optic::Optic for Hvp<F> {
 
     fn left(&self, a: Vec<f64>) -> Result<(Vec<f64>, (f64, Vec<f64>))> {
         check_len("Hvp: x", self.n, a.len())?;
-        let (mut y_grad, m) = self.split.staged.run(HvpSplit::LEFT, &[], &a)?;
-        let g = y_grad.split_off(1);
-        Ok((m, (y_grad[0], g)))
+        match &self.code {
+            Code::Scalar(s) => {
+                let (mut y_grad, m) = s.staged.run(HvpSplit::LEFT, &[], &a)?;
+                let g = y_grad.split_off(1);
+                Ok((m, (y_grad[0], g)))
+            }
+            Code::Hosted(h) => {
+                // The residual is the point: the right runs the left again.
+                let mut h = h.clone();
+                h.linearize(&a)?;
+                let b = (h.value(), h.gradient().to_vec());
+                Ok((a, b))
+            }
+        }
     }
 
     fn right(&self, m: Vec<f64>, v: Vec<f64>) -> Result<Vec<f64>> {
-        check_len("Hvp: residual", self.split.left().residual_out, m.len())?;
         check_len("Hvp: v", self.n, v.len())?;
-        let (hv, _) = self.split.staged.run(HvpSplit::RIGHT, &m, &v)?;
-        Ok(hv)
+        match &self.code {
+            Code::Scalar(s) => {
+                check_len("Hvp: residual", s.left().residual_out, m.len())?;
+                let (hv, _) = s.staged.run(HvpSplit::RIGHT, &m, &v)?;
+                Ok(hv)
+            }
+            Code::Hosted(h) => {
+                check_len("Hvp: residual", self.n, m.len())?;
+                let mut h = h.clone();
+                let mut hv = vec![0.0; self.n];
+                h.linearize(&m)?;
+                h.apply(&v, &mut hv)?;
+                Ok(hv)
+            }
+        }
     }
 }

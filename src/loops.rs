@@ -1,9 +1,10 @@
 //! Loops as primitives: [`fold`] runs a body a given number of times on a
 //! carry. On plain numbers and num-dual numbers it is a plain loop; on the
-//! array trace it is recorded as one instruction that carries the body's
-//! program ([`array::prims::Scan`](crate::array::prims::Scan)), so the
-//! trace, its derivatives and their build time do not grow with the
-//! number of steps.
+//! array trace, and under the compiled scalar drivers
+//! ([`crate::Gradient`], [`crate::Hvp`]), it is recorded as one instruction
+//! that carries the body's program
+//! ([`array::prims::Scan`](crate::array::prims::Scan)), so the trace, its
+//! derivatives and their build time do not grow with the number of steps.
 
 use crate::array::Array;
 use crate::differentiable::{leaves_of, rebuild_like, Carry};
@@ -22,9 +23,16 @@ use crate::error::{Error, Result};
 /// loop backwards over them, recomputing each step's inner values from its
 /// carry, and second and higher derivatives
 /// ([`crate::array::Hvp`], [`crate::array::nest`], Taylor mode) apply
-/// the same rules to those loops. On the scalar trace ([`crate::Tracer`]:
-/// [`crate::gradient`], [`crate::Gradient`], …) the loop is unrolled, one
-/// copy of the body per step.
+/// the same rules to those loops. The compiled scalar drivers
+/// [`crate::Gradient`] and [`crate::Hvp`] take code with loops there too:
+/// a loop met on their first (scalar) trace sends the function to the
+/// array trace, with its scalar tracers standing for the array trace's
+/// scalars, so `Gradient::new(|p| loss(p, n), &p0)` builds one loop
+/// instruction whatever `n`. Elsewhere on the scalar trace
+/// ([`crate::Tracer`]: the one-shot drivers [`crate::gradient`],
+/// [`crate::hvp`], …, which trace once, and traces nested in others) the
+/// loop is unrolled, one copy of the body per step; so is a loop whose body
+/// compares values, which the compiled drivers then trace that way.
 ///
 /// Shapes: the carry holds `K ≥ 1` scalars (a [`Carry`]: any
 /// [`Differentiable`](crate::Differentiable) value, such as a scalar,
@@ -216,9 +224,10 @@ fn from_loop<C: Carry>(what: &'static str, init: &C, out: Vec<C::Scalar>) -> Res
 /// fails at the last carry. At a point where the trip count differs the
 /// guard fails ([`Error::GuardFailed`]) and the array drivers
 /// ([`crate::array::Gradient`], [`crate::array::Hvp`], …) re-trace there:
-/// a derivative is never that of another trip count. On the scalar trace
-/// ([`crate::Tracer`]) the loop is unrolled, each evaluation of `cond` a
-/// guard.
+/// a derivative is never that of another trip count; [`crate::Gradient`]
+/// and [`crate::Hvp`] take it to the array trace as they do [`fold`].
+/// Elsewhere on the scalar trace ([`crate::Tracer`]) the loop is unrolled,
+/// each evaluation of `cond` a guard.
 ///
 /// Cost on the array trace: the comparisons' operands are stored per step
 /// (two values each), and the condition's path must be the same at every

@@ -169,9 +169,9 @@ fn derived_programs_share_exactly() {
             let x0 = vec![0.3; p.n_inputs()];
             let run = |x: &[optic_ad::Tracer]| p.eval(x).map(|y| y[0]);
             let g = Gradient::new(run, &x0).unwrap();
-            prop_assert!(duplicates(g.program()).is_empty());
+            prop_assert!(duplicates(g.program().unwrap()).is_empty());
             let h = Hvp::new(run, &x0).unwrap();
-            let (left, right) = h.programs();
+            let (left, right) = h.programs().unwrap();
             prop_assert!(duplicates(left).is_empty());
             prop_assert!(duplicates(right).is_empty());
             Ok(())
@@ -207,7 +207,7 @@ fn long_programs_schedule_in_windows() {
         assert!((grad[i] - g_want[i]).abs() <= 1e-12 * g_want[i].abs().max(1.0));
         assert!((hv[i] - hv_want[i]).abs() <= 1e-12 * hv_want[i].abs().max(1.0));
     }
-    let (left, right) = h.programs();
+    let (left, right) = h.programs().unwrap();
     assert!(left.validate().is_ok() && right.validate().is_ok());
 }
 
@@ -217,7 +217,7 @@ fn derived_size_is_linear() {
     let len = |n: usize| {
         let x = vec![0.7; n];
         let h = Hvp::new(rosenbrock, &x).unwrap();
-        let (l, r) = h.programs();
+        let (l, r) = h.programs().unwrap();
         (l.len() + r.len()) as i64
     };
     let (a, b, c) = (len(500), len(1000), len(2000));
@@ -330,7 +330,7 @@ fn late_readers_pull_their_operands_down() {
         }
     }
     let g = Gradient::new(f, &w).unwrap();
-    let p = g.program();
+    let p = g.program().unwrap();
     let (_, registers) = p.register_code_size();
     // Sunk: 4703 registers; left beside the rows: 17 122.
     assert!(

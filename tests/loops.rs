@@ -28,7 +28,7 @@ use proptest::prelude::*;
 // `h = 10/steps`, `p = (α, β, γ, δ, x₀, y₀)`, the squared distance of the
 // final state to `(1, 1)`; `loss_with` chooses the gradient's checkpoints.
 #[path = "../benches/lotka_volterra.rs"]
-mod lotka_volterra;
+pub(crate) mod lotka_volterra;
 
 use lotka_volterra::{loss, loss_array, loss_with, P0, V};
 

@@ -327,7 +327,7 @@ fn generic_objective_and_ad_derivatives_match_hand_written_ones() {
     let mut h = Hvp::new(|t: &[_]| objective(t, &data), &vec![0.0; n]).unwrap();
     // The objective is branch-free (softplus via `select`): no guards, so
     // the compiled program is valid everywhere and is never re-traced.
-    let (left, right) = h.programs();
+    let (left, right) = h.programs().unwrap();
     assert!(left.guards().is_empty() && right.guards().is_empty());
     let mut grad = vec![0.0; n];
     let mut col = vec![0.0; n];

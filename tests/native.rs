@@ -268,7 +268,7 @@ fn long_programs_span_several_functions() {
     let x: Vec<f64> = (0..2000).map(|i| 0.5 + 0.3 * (i as f64).sin()).collect();
     let v: Vec<f64> = (0..2000).map(|i| (i as f64 * 0.7).cos()).collect();
     let mut h = Hvp::new(rosenbrock, &x).unwrap();
-    let (left, right) = h.programs();
+    let (left, right) = h.programs().unwrap();
     for p in [left, right] {
         let (whole, _) = p.native_instructions();
         // Functions are at most 1024 instructions long.

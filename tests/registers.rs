@@ -82,7 +82,7 @@ fn registers_agree_with_the_interpreter_bit_for_bit() {
 fn hvp_stages_agree_and_use_few_registers() {
     let x: Vec<f64> = (0..50).map(|i| 0.5 + 0.3 * (i as f64).sin()).collect();
     let h = Hvp::new(rosenbrock, &x).unwrap();
-    let (left, right) = h.programs();
+    let (left, right) = h.programs().unwrap();
     let mut regs = Registers::new();
     let mut out_l = vec![0.0; left.n_outputs()];
     left.eval_f64(&mut regs, &x, &mut out_l).unwrap();
@@ -167,7 +167,7 @@ fn long_loop_programs_agree() {
             same(&joint, &xj, &mut regs)?;
             let scalar = |t: &[Tracer]| along(body, len)(t)[0];
             let h = Hvp::new(scalar, &x).map_err(|e| TestCaseError::fail(e.to_string()))?;
-            let (left, right) = h.programs();
+            let (left, right) = h.programs().unwrap();
             same(left, &x, &mut regs)?;
             let rin: Vec<f64> = v.iter().cycle().take(right.n_inputs()).copied().collect();
             same(right, &rin, &mut regs)?;

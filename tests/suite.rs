@@ -85,6 +85,8 @@ mod registers;
 
 mod review;
 
+mod scalar_loops;
+
 #[cfg(feature = "serde")]
 #[path = "serde.rs"]
 mod serde_programs;

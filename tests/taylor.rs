@@ -288,7 +288,7 @@ fn taylor_over_reverse_is_gradient_of_directional_derivative() {
     let v = [0.5, 1.0, -0.8];
     let g = optic_ad::Gradient::new(f, &x).unwrap();
     // Gradient::program: x ↦ (f, ∇f).
-    let gp = g.program().clone();
+    let gp = g.program().unwrap().clone();
     let degree = 2;
     let w = degree + 1;
     let mut t = TaylorProgram::new(&gp, degree).unwrap();

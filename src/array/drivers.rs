@@ -76,16 +76,48 @@ pub fn gradient(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Vec
 #[derive(Clone)]
 pub struct Gradient<F> {
     f: F,
+    core: GradientCore,
+}
+
+/// The gradient program of a traced array program and its workspace,
+/// run at a point; re-tracing is the owner's ([`Gradient`], and the scalar
+/// drivers for code with loops).
+#[derive(Clone)]
+pub(crate) struct GradientCore {
     program: ArrayProgram,
     ws: ArrayWorkspace,
     n: usize,
 }
 
+impl GradientCore {
+    /// The gradient of the traced `p` (one vector input of `n` entries,
+    /// one scalar output).
+    pub(crate) fn new(p: &ArrayProgram, n: usize) -> Result<Self> {
+        let program = gradient_program(p)?;
+        let ws = ArrayWorkspace::new(&program);
+        Ok(GradientCore { program, ws, n })
+    }
+
+    /// `f(x)`, with `∇f(x)` written to `grad`; a failed guard is returned.
+    pub(crate) fn run(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
+        check_len("Gradient::eval: x", self.n, x.len())?;
+        check_len("Gradient::eval: gradient", self.n, grad.len())?;
+        self.ws
+            .run_masked_into(&self.program, &[x], None, 1, grad)?;
+        Ok(self.ws.output(&self.program, 0)[0])
+    }
+
+    /// The gradient program.
+    pub(crate) fn program(&self) -> &ArrayProgram {
+        &self.program
+    }
+}
+
 impl<F> std::fmt::Debug for Gradient<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Gradient")
-            .field("n", &self.n)
-            .field("program", &self.program)
+            .field("n", &self.core.n)
+            .field("program", &self.core.program)
             .finish()
     }
 }
@@ -97,21 +129,8 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<F> {
     ///
     /// An error `f` returns while tracing.
     pub fn new(f: F, x: &[f64]) -> Result<Self> {
-        let (program, ws) = Self::build(&f, x)?;
-        Ok(Gradient {
-            f,
-            program,
-            ws,
-            n: x.len(),
-        })
-    }
-
-    /// The gradient program of `f` traced at `x`, and its workspace.
-    fn build(f: &F, x: &[f64]) -> Result<(ArrayProgram, ArrayWorkspace)> {
-        let p = trace_scalar(f, x)?;
-        let program = gradient_program(&p)?;
-        let ws = ArrayWorkspace::new(&program);
-        Ok((program, ws))
+        let core = GradientCore::new(&trace_scalar(&f, x)?, x.len())?;
+        Ok(Gradient { f, core })
     }
 
     /// `f(x)`, with `∇f(x)` written to `grad` (the maps that compute it
@@ -125,22 +144,18 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<F> {
     /// after re-tracing (in a map body, where elements branch apart).
     /// After an error `grad` may hold part of a result: do not use it.
     pub fn eval(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
-        check_len("Gradient::eval: x", self.n, x.len())?;
-        check_len("Gradient::eval: gradient", self.n, grad.len())?;
-        match self.ws.run_masked_into(&self.program, &[x], None, 1, grad) {
+        match self.core.run(x, grad) {
             Err(Error::GuardFailed { .. }) => {
-                (self.program, self.ws) = Self::build(&self.f, x)?;
-                self.ws
-                    .run_masked_into(&self.program, &[x], None, 1, grad)?;
+                self.core = GradientCore::new(&trace_scalar(&self.f, x)?, x.len())?;
+                self.core.run(x, grad)
             }
-            other => other?,
+            other => other,
         }
-        Ok(self.ws.output(&self.program, 0)[0])
     }
 
     /// The gradient program, `x ↦ (f(x), ∇f(x))`.
     pub fn program(&self) -> &ArrayProgram {
-        &self.program
+        &self.core.program
     }
 
     /// Test hook of the native backend (feature `jit`): how many map
@@ -149,7 +164,7 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<F> {
     #[cfg(feature = "jit")]
     #[doc(hidden)]
     pub fn native_kernels(&self) -> (usize, usize) {
-        self.ws.native_kernels()
+        self.core.ws.native_kernels()
     }
 }
 
@@ -181,6 +196,14 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<F> {
 #[derive(Clone)]
 pub struct Hvp<F> {
     f: F,
+    core: HvpCore,
+}
+
+/// The split Hessian-vector programs of a traced array program, their
+/// workspaces and the linearized point; re-tracing is the owner's
+/// ([`Hvp`], and the scalar drivers for code with loops).
+#[derive(Clone)]
+pub(crate) struct HvpCore {
     program: ArrayProgram,
     ws: ArrayWorkspace,
     /// `(x, v) ↦ H(x) v` in one pass, for [`Hvp::eval`]; built on its
@@ -200,10 +223,91 @@ pub struct Hvp<F> {
 impl<F> std::fmt::Debug for Hvp<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Hvp")
-            .field("n", &self.n)
-            .field("program", &self.program)
-            .field("linearized", &self.linearized)
+            .field("n", &self.core.n)
+            .field("program", &self.core.program)
+            .field("linearized", &self.core.linearized)
             .finish()
+    }
+}
+
+impl HvpCore {
+    /// The Hessian-vector programs of the traced `p` (one vector input of
+    /// `n` entries, one scalar output); nothing linearized.
+    pub(crate) fn new(p: &ArrayProgram, n: usize) -> Result<Self> {
+        let parts = HvpParts::build(p)?;
+        Ok(HvpCore {
+            program: parts.program,
+            ws: parts.ws,
+            one_pass: None,
+            gradient: parts.gradient,
+            tangent: parts.tangent,
+            primal: parts.primal,
+            n,
+            x: Vec::new(),
+            linearized: false,
+        })
+    }
+
+    /// Runs the direction-free part at `x`; a failed guard is returned
+    /// (nothing linearized then).
+    pub(crate) fn linearize(&mut self, x: &[f64]) -> Result<()> {
+        check_len("Hvp::linearize: x", self.n, x.len())?;
+        self.linearized = false;
+        self.x.clear();
+        self.x.extend_from_slice(x);
+        let v = &self.x;
+        self.ws
+            .run_masked(&self.program, &[&self.x, v], Some(&self.primal))?;
+        self.linearized = true;
+        Ok(())
+    }
+
+    /// `H v` at the linearized point, written to `out`.
+    pub(crate) fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
+        if !self.linearized {
+            return Err(Error::NotLinearized);
+        }
+        check_len("Hvp::apply: v", self.n, v.len())?;
+        check_len("Hvp::apply: out", self.n, out.len())?;
+        self.ws
+            .run_masked_into(&self.program, &[&self.x, v], Some(&self.tangent), 2, out)
+    }
+
+    /// `H(x) v` in one pass, building the one-pass program on first use;
+    /// a failed guard is returned.
+    pub(crate) fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
+        check_len("Hvp::eval: x", self.n, x.len())?;
+        check_len("Hvp::eval: v", self.n, v.len())?;
+        check_len("Hvp::eval: out", self.n, out.len())?;
+        let (p, ws) = match &mut self.one_pass {
+            Some(built) => built,
+            None => {
+                // forward(g) with only H ẋ kept: [x, ẋ] ↦ H ẋ.
+                let p = forward(&self.gradient)?.specialize(&[None, None], &[3])?;
+                let ws = ArrayWorkspace::new(&p);
+                self.one_pass.insert((p, ws))
+            }
+        };
+        ws.run_masked_into(p, &[x, v], None, 0, out)
+    }
+
+    /// `f` at the linearized point.
+    pub(crate) fn value(&self) -> f64 {
+        self.ws
+            .output(&self.program, 0)
+            .first()
+            .copied()
+            .unwrap_or(f64::NAN)
+    }
+
+    /// `∇f` at the linearized point.
+    pub(crate) fn gradient(&self) -> &[f64] {
+        self.ws.output(&self.program, 1)
+    }
+
+    /// The program `(x, v) ↦ (f, ∇f, H v)`.
+    pub(crate) fn program(&self) -> &ArrayProgram {
+        &self.program
     }
 }
 
@@ -214,32 +318,14 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<F> {
     ///
     /// An error `f` returns while tracing.
     pub fn new(f: F, x: &[f64]) -> Result<Self> {
-        let parts = HvpParts::build(&f, x)?;
-        Ok(Hvp {
-            f,
-            program: parts.program,
-            ws: parts.ws,
-            one_pass: None,
-            gradient: parts.gradient,
-            tangent: parts.tangent,
-            primal: parts.primal,
-            n: x.len(),
-            x: Vec::new(),
-            linearized: false,
-        })
+        let core = HvpCore::new(&trace_scalar(&f, x)?, x.len())?;
+        Ok(Hvp { f, core })
     }
 
     /// Re-traces `f` at `x` (a guard failed there): new programs, the
     /// one-pass program to be built again, nothing linearized.
     fn retrace(&mut self, x: &[f64]) -> Result<()> {
-        let parts = HvpParts::build(&self.f, x)?;
-        self.program = parts.program;
-        self.ws = parts.ws;
-        self.gradient = parts.gradient;
-        self.tangent = parts.tangent;
-        self.primal = parts.primal;
-        self.one_pass = None;
-        self.linearized = false;
+        self.core = HvpCore::new(&trace_scalar(&self.f, x)?, x.len())?;
         Ok(())
     }
 
@@ -252,25 +338,13 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<F> {
     /// an error of re-tracing `f` where a guard no longer holds;
     /// [`Error::GuardFailed`] where one fails again after re-tracing.
     pub fn linearize(&mut self, x: &[f64]) -> Result<()> {
-        check_len("Hvp::linearize: x", self.n, x.len())?;
-        self.linearized = false;
-        self.x.clear();
-        self.x.extend_from_slice(x);
-        let v = &self.x;
-        match self
-            .ws
-            .run_masked(&self.program, &[&self.x, v], Some(&self.primal))
-        {
+        match self.core.linearize(x) {
             Err(Error::GuardFailed { .. }) => {
                 self.retrace(x)?;
-                let v = &self.x;
-                self.ws
-                    .run_masked(&self.program, &[&self.x, v], Some(&self.primal))?;
+                self.core.linearize(x)
             }
-            other => other?,
+            other => other,
         }
-        self.linearized = true;
-        Ok(())
     }
 
     /// `H v` at the linearized point, written to `out` (the maps that
@@ -282,13 +356,7 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<F> {
     /// [`Error::LengthMismatch`] if `v` or `out` does not have length `n`
     /// (`out` untouched).
     pub fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
-        if !self.linearized {
-            return Err(Error::NotLinearized);
-        }
-        check_len("Hvp::apply: v", self.n, v.len())?;
-        check_len("Hvp::apply: out", self.n, out.len())?;
-        self.ws
-            .run_masked_into(&self.program, &[&self.x, v], Some(&self.tangent), 2, out)
+        self.core.apply(v, out)
     }
 
     /// `H(x) v` at a new point in one pass, written to `out`: the
@@ -323,50 +391,28 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<F> {
     /// assert_eq!(hv, [6.0, 18.0]);
     /// ```
     pub fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
-        check_len("Hvp::eval: x", self.n, x.len())?;
-        check_len("Hvp::eval: v", self.n, v.len())?;
-        check_len("Hvp::eval: out", self.n, out.len())?;
-        match self.eval_one_pass(x, v, out) {
+        match self.core.eval(x, v, out) {
             Err(Error::GuardFailed { .. }) => {
                 self.retrace(x)?;
-                self.eval_one_pass(x, v, out)
+                self.core.eval(x, v, out)
             }
             other => other,
         }
     }
 
-    /// [`Hvp::eval`] on the current programs, building the one-pass
-    /// program on first use.
-    fn eval_one_pass(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
-        let (p, ws) = match &mut self.one_pass {
-            Some(built) => built,
-            None => {
-                // forward(g) with only H ẋ kept: [x, ẋ] ↦ H ẋ.
-                let p = forward(&self.gradient)?.specialize(&[None, None], &[3])?;
-                let ws = ArrayWorkspace::new(&p);
-                self.one_pass.insert((p, ws))
-            }
-        };
-        ws.run_masked_into(p, &[x, v], None, 0, out)
-    }
-
     /// `f` at the linearized point.
     pub fn value(&self) -> f64 {
-        self.ws
-            .output(&self.program, 0)
-            .first()
-            .copied()
-            .unwrap_or(f64::NAN)
+        self.core.value()
     }
 
     /// `∇f` at the linearized point.
     pub fn gradient(&self) -> &[f64] {
-        self.ws.output(&self.program, 1)
+        self.core.gradient()
     }
 
     /// The program `(x, v) ↦ (f, ∇f, H v)`.
     pub fn program(&self) -> &ArrayProgram {
-        &self.program
+        self.core.program()
     }
 
     /// Test hook of the native backend (feature `jit`): how many map
@@ -375,8 +421,9 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<F> {
     #[cfg(feature = "jit")]
     #[doc(hidden)]
     pub fn native_kernels(&self) -> (usize, usize) {
-        let (k, m) = self.ws.native_kernels();
+        let (k, m) = self.core.ws.native_kernels();
         let (k1, m1) = self
+            .core
             .one_pass
             .as_ref()
             .map_or((0, 0), |(_, ws)| ws.native_kernels());
@@ -394,9 +441,8 @@ struct HvpParts {
 }
 
 impl HvpParts {
-    fn build(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<HvpParts> {
-        let p = trace_scalar(f, x)?;
-        let gradient = gradient_program(&p)?;
+    fn build(p: &ArrayProgram) -> Result<HvpParts> {
+        let gradient = gradient_program(p)?;
         // forward(g): [x, ẋ] ↦ [f, ∇f, ḟ, H ẋ].
         // Values computed apart from tangents: `linearize` reads them
         // without a direction.

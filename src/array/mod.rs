@@ -77,6 +77,7 @@ mod unroll;
 pub use crate::functor::nest;
 pub use api::{Array, Dense, Indices};
 pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
+pub(crate) use drivers::{GradientCore, HvpCore};
 pub use exec::ArrayWorkspace;
 pub use ir::{
     AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayPrim, ArrayPrimitive, ArrayProgram, Matrix,
@@ -87,5 +88,6 @@ pub use mat::Mat;
 pub use nested::{Level, Nested};
 pub use shape::Shape;
 pub use taylor::{taylor, Directional, TaylorProgram};
+pub(crate) use trace::trace_hosted;
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
 pub use transform::{forward, reverse_joint};

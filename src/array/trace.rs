@@ -1044,3 +1044,114 @@ fn trace_pass<O: ArrayOutput>(
     let outs: Vec<AVar> = vars.into_iter().map(|(_, v)| v).collect();
     frame.builder.finish(&outs).map(Some)
 }
+
+/// The array trace as the host of scalar tracers
+/// ([`crate::program::trace::Host`]): a hosted tracer is a [`TScalar`]
+/// under another name, so scalar code with loops, traced by the scalar
+/// drivers, records each loop as one instruction carrying its body.
+struct ArrayHost;
+
+/// The array trace's scalar a tracer stands for; a tracer of a scalar
+/// trace is foreign here (reported by the trace it reaches).
+fn to_scalar(t: Tracer) -> TScalar {
+    match t.host_handle() {
+        Some((trace, var)) => TScalar {
+            trace,
+            var: AVar(var),
+        },
+        None => TScalar {
+            trace: ORPHAN,
+            var: AVar(0),
+        },
+    }
+}
+
+fn to_tracer(s: TScalar) -> Tracer {
+    Tracer::hosted(s.trace, s.var.0)
+}
+
+fn to_scalars(t: &[Tracer]) -> Vec<TScalar> {
+    t.iter().map(|&t| to_scalar(t)).collect()
+}
+
+fn to_tracers(s: &[TScalar]) -> Vec<Tracer> {
+    s.iter().map(|&s| to_tracer(s)).collect()
+}
+
+impl crate::program::trace::Host for ArrayHost {
+    fn apply_prim(&self, prim: Prim, param: i32, x: &[Tracer]) -> Tracer {
+        to_tracer(apply_scalar(&to_scalars(x), prim_body(prim, param)))
+    }
+    fn apply_custom(&self, rule: &CustomRule, x: &[Tracer]) -> Tracer {
+        to_tracer(<TScalar as private::Internal>::apply_custom(
+            rule,
+            &to_scalars(x),
+        ))
+    }
+    fn constant(&self, c: f64) -> Tracer {
+        to_tracer(constant(c))
+    }
+    fn compare(&self, a: Tracer, b: Tracer) -> Option<Ordering> {
+        compare(to_scalar(a), to_scalar(b))
+    }
+    fn primal(&self, t: Tracer) -> f64 {
+        primal_of(to_scalar(t))
+    }
+    fn fold(
+        &self,
+        steps: usize,
+        init: &[Tracer],
+        snapshots: Option<usize>,
+        body: &dyn Fn(&[Tracer]) -> Vec<Tracer>,
+    ) -> Result<Vec<Tracer>> {
+        if init.is_empty() {
+            return Ok(Vec::new());
+        }
+        let body = |c: &[TScalar]| to_scalars(&body(&to_tracers(c)));
+        let (carry, _) = trace_loop(steps, &to_scalars(init), None, snapshots, &body)?;
+        Ok(to_tracers(&carry))
+    }
+    fn while_loop(
+        &self,
+        max_steps: usize,
+        init: &[Tracer],
+        cond: &dyn Fn(&[Tracer]) -> bool,
+        body: &dyn Fn(&[Tracer]) -> Vec<Tracer>,
+    ) -> Result<Vec<Tracer>> {
+        let cond = |c: &[TScalar]| cond(&to_tracers(c));
+        let body = |c: &[TScalar]| to_scalars(&body(&to_tracers(c)));
+        Ok(to_tracers(&trace_while(
+            max_steps,
+            &to_scalars(init),
+            &cond,
+            &body,
+        )?))
+    }
+}
+
+/// Traces scalar code `f` of the point `x` on the array trace (its leaves
+/// the elements of one vector input, its tracers hosted scalars): the
+/// program of a function with loops, for the scalar drivers.
+///
+/// # Errors
+///
+/// As [`trace`]; an error `f` returns.
+pub(crate) fn trace_hosted(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
+    x: &[f64],
+) -> Result<ArrayProgram> {
+    // `trace` may run its closure twice (again with the point, where the
+    // code compares values).
+    let f = RefCell::new(f);
+    trace(
+        |xs: &[TArray]| {
+            let _hosting = crate::program::trace::begin_hosting(&ArrayHost);
+            let leaves = (0..x.len())
+                .map(|i| xs[0].get(i).map(to_tracer))
+                .collect::<Result<Vec<Tracer>>>()?;
+            let y = (f.borrow_mut())(&leaves)?;
+            Ok(to_scalar(y))
+        },
+        &[x],
+    )
+}

@@ -61,6 +61,9 @@ impl Tracer {
     /// assert_eq!(seen, vec![Some(3.0)]);
     /// ```
     pub fn value(&self) -> Option<f64> {
+        if self.host_handle().is_some() {
+            return any_host().map(|host| host.primal(*self));
+        }
         STACK.with(|s| {
             let stack = s.try_borrow().ok()?;
             stack
@@ -92,6 +95,12 @@ struct Frame {
     capture_vars: Vec<Var>,
     capture_map: HashMap<(u64, u32), Var>,
     error: Option<Error>,
+    /// Whether a loop met in this frame is left to a [`Host`]: the frame
+    /// is a driver's first trace, which is traced again on the host when
+    /// the code has a loop, instead of unrolling it.
+    host_loops: bool,
+    /// Whether a loop was met in a frame with `host_loops`.
+    saw_loop: bool,
 }
 
 impl Frame {
@@ -172,6 +181,125 @@ static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 /// any trace it reaches reports [`Error::ForeignTracer`].
 const ORPHAN: Tracer = Tracer { trace: 0, var: 0 };
 
+/// The bit of a tracer's trace identifier that marks a *hosted* tracer: a
+/// scalar of a [`Host`]'s trace (the array trace), whose identifiers are
+/// the rest of the bits. Scalar traces never count this far.
+const HOSTED: u64 = 1 << 63;
+
+/// A trace of another kind that records what tracers do, in place of a
+/// scalar frame: the array trace, on which the compiled drivers trace
+/// code with loops, so that a loop is one instruction carrying its body
+/// instead of one copy of the body per step (the scalar IR has no value
+/// that could hold a loop's stored carries). A hosted tracer's handle is
+/// the host's own, `(trace, var)`, with the [`HOSTED`] bit set.
+///
+/// The program layer declares it and the array layer implements it, so
+/// that neither names the other's tracer.
+pub(crate) trait Host: Sync {
+    /// `prim(x)` on the host's innermost trace.
+    fn apply_prim(&self, prim: Prim, param: i32, x: &[Tracer]) -> Tracer;
+    /// A user rule applied to `x`.
+    fn apply_custom(&self, rule: &CustomRule, x: &[Tracer]) -> Tracer;
+    /// A constant.
+    fn constant(&self, c: f64) -> Tracer;
+    /// Compares primal values, recording a guard.
+    fn compare(&self, a: Tracer, b: Tracer) -> Option<Ordering>;
+    /// The primal value at the trace point (NaN if unknown).
+    fn primal(&self, t: Tracer) -> f64;
+    /// [`crate::fold`] as one loop instruction.
+    fn fold(
+        &self,
+        steps: usize,
+        init: &[Tracer],
+        snapshots: Option<usize>,
+        body: &dyn Fn(&[Tracer]) -> Vec<Tracer>,
+    ) -> Result<Vec<Tracer>>;
+    /// [`crate::while_loop`] as one loop instruction.
+    fn while_loop(
+        &self,
+        max_steps: usize,
+        init: &[Tracer],
+        cond: &dyn Fn(&[Tracer]) -> bool,
+        body: &dyn Fn(&[Tracer]) -> Vec<Tracer>,
+    ) -> Result<Vec<Tracer>>;
+}
+
+thread_local! {
+    /// Active hosts, innermost last, each with the number of scalar frames
+    /// that were on the stack when it began: a scalar frame pushed later
+    /// (a map body, a driver called inside the hosted code) is inner to it.
+    static HOSTS: RefCell<Vec<(usize, &'static dyn Host)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Ends a hosting on drop (also when the hosted code panics).
+pub(crate) struct Hosting(());
+
+impl Drop for Hosting {
+    fn drop(&mut self) {
+        HOSTS.with(|h| {
+            if let Ok(mut h) = h.try_borrow_mut() {
+                h.pop();
+            }
+        });
+    }
+}
+
+/// From now until the returned guard drops, tracers record on `host`
+/// wherever no scalar frame is inner to it.
+pub(crate) fn begin_hosting(host: &'static dyn Host) -> Hosting {
+    let depth = STACK.with(|s| s.borrow().len());
+    HOSTS.with(|h| h.borrow_mut().push((depth, host)));
+    Hosting(())
+}
+
+/// The host that records new values, if the innermost trace is hosted.
+fn active_host() -> Option<&'static dyn Host> {
+    let (depth, host) = HOSTS.with(|h| h.borrow().last().copied())?;
+    let scalar_frames = STACK.with(|s| s.borrow().len());
+    (scalar_frames <= depth).then_some(host)
+}
+
+/// The host of the innermost hosting, for reading a hosted tracer.
+fn any_host() -> Option<&'static dyn Host> {
+    HOSTS.with(|h| h.borrow().last().map(|&(_, host)| host))
+}
+
+impl Tracer {
+    /// The tracer standing for value `var` of the host's trace `trace`.
+    pub(crate) fn hosted(trace: u64, var: u32) -> Tracer {
+        Tracer {
+            trace: trace | HOSTED,
+            var,
+        }
+    }
+
+    /// The host's handle `(trace, var)` of a hosted tracer; `None` for a
+    /// tracer of a scalar trace.
+    pub(crate) fn host_handle(self) -> Option<(u64, u32)> {
+        (self.trace & HOSTED != 0).then_some((self.trace & !HOSTED, self.var))
+    }
+}
+
+/// Where a loop met on tracers goes: `Some` with the loop's carry where it
+/// is recorded on a host, or where the innermost scalar frame leaves loops
+/// to its driver's host (an error, and the frame marked); `None` where the
+/// loop is unrolled.
+fn hosted_loop(
+    on_host: impl FnOnce(&'static dyn Host) -> Result<Vec<Tracer>>,
+) -> Option<Result<Vec<Tracer>>> {
+    if let Some(host) = active_host() {
+        return Some(on_host(host));
+    }
+    STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let top = stack.last_mut()?;
+        top.host_loops.then(|| {
+            top.saw_loop = true;
+            Err(LOOP_ON_HOST)
+        })
+    })
+}
+
 /// Resolves `t` to a value of the top frame, capturing it if it belongs to
 /// an enclosing trace.
 fn resolve(stack: &mut [Frame], t: Tracer) -> Var {
@@ -245,10 +373,16 @@ fn record_slice(operands: &[Tracer], build: impl FnOnce(&mut Builder, &[Var]) ->
 }
 
 fn constant(c: f64) -> Tracer {
-    record([], |b, []| b.constant(c))
+    match active_host() {
+        Some(host) => host.constant(c),
+        None => record([], |b, []| b.constant(c)),
+    }
 }
 
 fn compare(a: Tracer, b: Tracer) -> Option<Ordering> {
+    if let Some(host) = active_host() {
+        return host.compare(a, b);
+    }
     STACK.with(|s| {
         let mut stack = s.borrow_mut();
         if stack.is_empty() {
@@ -264,6 +398,9 @@ fn compare(a: Tracer, b: Tracer) -> Option<Ordering> {
 }
 
 fn primal_of(t: Tracer) -> f64 {
+    if t.host_handle().is_some() {
+        return any_host().map_or(f64::NAN, |host| host.primal(t));
+    }
     STACK.with(|s| {
         let stack = s.borrow();
         stack
@@ -353,6 +490,33 @@ pub(crate) fn trace_builder<F>(f: F, x: &[f64]) -> Result<TracedBuilder>
 where
     F: FnOnce(&[Tracer]) -> Vec<Tracer>,
 {
+    trace_builder_in(f, x, false).0
+}
+
+/// [`trace_builder`] for a driver that traces code with loops on a
+/// [`Host`] instead: a loop ([`crate::fold`], [`crate::while_loop`]) met
+/// in this frame is not unrolled but answered with an error
+/// ([`LOOP_ON_HOST`]), and the second result says that one was met (also
+/// where the code swallowed that error), so the driver traces again on
+/// its host.
+pub(crate) fn trace_builder_hosting<F>(f: F, x: &[f64]) -> (Result<TracedBuilder>, bool)
+where
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+{
+    trace_builder_in(f, x, true)
+}
+
+/// The error a loop returns in the first trace of a driver that traces
+/// code with loops on a [`Host`]; the driver then traces again there.
+pub(crate) const LOOP_ON_HOST: Error = Error::Unsupported(
+    "a loop in a scalar trace that is traced again on the array trace \
+     (return this error from the traced function, with `?`)",
+);
+
+fn trace_builder_in<F>(f: F, x: &[f64], host_loops: bool) -> (Result<TracedBuilder>, bool)
+where
+    F: FnOnce(&[Tracer]) -> Vec<Tracer>,
+{
     let id = loop {
         let id = NEXT_ID.fetch_add(1, AtomicOrdering::Relaxed);
         if id != 0 {
@@ -372,6 +536,8 @@ where
             capture_vars: Vec::new(),
             capture_map: HashMap::new(),
             error: None,
+            host_loops,
+            saw_loop: false,
         };
         let _ = frame.sync(); // inputs only
         stack.push(frame);
@@ -397,24 +563,28 @@ where
         }
     });
     drop(guard);
-    let frame = frame.ok_or(Error::ForeignTracer { trace: id })?;
+    let Some(frame) = frame else {
+        return (Err(Error::ForeignTracer { trace: id }), false);
+    };
+    let saw_loop = frame.saw_loop;
     if let Some(e) = frame.error {
-        return Err(e);
+        return (Err(e), saw_loop);
     }
     // A user rule called with the wrong number of arguments is the one
     // malformed instruction tracing can record.
     if let Some(e) = frame.builder.custom_arity_error() {
-        return Err(e);
+        return (Err(e), saw_loop);
     }
     let mut input_vars: Vec<Var> = (0..x.len() as u32).map(Var).collect();
     input_vars.extend_from_slice(&frame.capture_vars);
-    Ok(TracedBuilder {
+    let traced = TracedBuilder {
         builder: frame.builder,
         outputs: out_vars,
         inputs: input_vars,
         n: x.len(),
         captures: frame.captures,
-    })
+    };
+    (Ok(traced), saw_loop)
 }
 
 /// Traces generic user code at the point `x` into a [`Program`] with
@@ -459,10 +629,40 @@ impl private::Internal for Tracer {
         primal_of(*self)
     }
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
-        record_slice(x, |b, v| b.apply(prim, param, v))
+        apply(prim, param, x)
     }
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
-        record_slice(x, |b, v| b.custom(rule, v))
+        match active_host() {
+            Some(host) => host.apply_custom(rule, x),
+            None => record_slice(x, |b, v| b.custom(rule, v)),
+        }
+    }
+    fn traces_loops() -> bool {
+        active_host().is_some()
+    }
+    fn fold_traced(
+        steps: usize,
+        init: &[Self],
+        snapshots: Option<usize>,
+        body: &dyn Fn(&[Self]) -> Vec<Self>,
+    ) -> Option<Result<Vec<Self>>> {
+        hosted_loop(|host| host.fold(steps, init, snapshots, body))
+    }
+    fn while_traced(
+        max_steps: usize,
+        init: &[Self],
+        cond: &dyn Fn(&[Self]) -> bool,
+        body: &dyn Fn(&[Self]) -> Vec<Self>,
+    ) -> Option<Result<Vec<Self>>> {
+        hosted_loop(|host| host.while_loop(max_steps, init, cond, body))
+    }
+}
+
+/// `prim(x)` on the innermost trace: a hosted one, or the top scalar frame.
+fn apply(prim: Prim, param: i32, x: &[Tracer]) -> Tracer {
+    match active_host() {
+        Some(host) => host.apply_prim(prim, param, x),
+        None => record_slice(x, |b, v| b.apply(prim, param, v)),
     }
 }
 
@@ -475,28 +675,34 @@ impl Real for Tracer {
 }
 
 macro_rules! tracer_binop {
-    ($tr:ident, $m:ident, $tra:ident, $ma:ident, $bm:ident) => {
+    ($tr:ident, $m:ident, $tra:ident, $ma:ident, $p:ident) => {
         impl $tr for Tracer {
             type Output = Tracer;
             fn $m(self, rhs: Tracer) -> Tracer {
-                record([self, rhs], |b, [x, y]| b.$bm(x, y))
+                apply(Prim::$p, 0, &[self, rhs])
             }
         }
         impl $tr<f64> for Tracer {
             type Output = Tracer;
             fn $m(self, rhs: f64) -> Tracer {
+                if let Some(host) = active_host() {
+                    return host.apply_prim(Prim::$p, 0, &[self, host.constant(rhs)]);
+                }
                 record([self], |b, [x]| {
                     let k = b.constant(rhs);
-                    b.$bm(x, k)
+                    b.apply(Prim::$p, 0, &[x, k])
                 })
             }
         }
         impl $tr<Tracer> for f64 {
             type Output = Tracer;
             fn $m(self, rhs: Tracer) -> Tracer {
+                if let Some(host) = active_host() {
+                    return host.apply_prim(Prim::$p, 0, &[host.constant(self), rhs]);
+                }
                 record([rhs], |b, [y]| {
                     let k = b.constant(self);
-                    b.$bm(k, y)
+                    b.apply(Prim::$p, 0, &[k, y])
                 })
             }
         }
@@ -508,15 +714,15 @@ macro_rules! tracer_binop {
     };
 }
 
-tracer_binop!(Add, add, AddAssign, add_assign, add);
-tracer_binop!(Sub, sub, SubAssign, sub_assign, sub);
-tracer_binop!(Mul, mul, MulAssign, mul_assign, mul);
-tracer_binop!(Div, div, DivAssign, div_assign, div);
+tracer_binop!(Add, add, AddAssign, add_assign, Add);
+tracer_binop!(Sub, sub, SubAssign, sub_assign, Sub);
+tracer_binop!(Mul, mul, MulAssign, mul_assign, Mul);
+tracer_binop!(Div, div, DivAssign, div_assign, Div);
 
 impl Neg for Tracer {
     type Output = Tracer;
     fn neg(self) -> Tracer {
-        record([self], |b, [a]| b.neg(a))
+        apply(Prim::Neg, 0, &[self])
     }
 }
 

@@ -1,0 +1,367 @@
+//! Loops under the scalar compiled drivers: `Gradient::new` and `Hvp::new`
+//! on code written over `Real` with `fold` or `while_loop` trace it on the
+//! array trace, where the loop is one instruction carrying its body, so
+//! their programs do not grow with the number of steps. Where that trace
+//! cannot hold the loop (a comparison inside its body), they fall back to
+//! the scalar trace with the loop unrolled.
+//!
+//! References, each independent of the loop rules:
+//! * the one-shot drivers `optic_ad::gradient` and `optic_ad::hvp`, which
+//!   trace once on the scalar trace and unroll the loop (one copy of the
+//!   body per step), differentiated by the scalar ∂⃖;
+//! * num-dual (`Dual64`, `HyperDual64`) through the plain Rust loop that
+//!   `fold` runs on those types.
+//!
+//! Tolerances, relative to the largest component of the reference
+//! (`vec_err`: each component of a gradient or of `H v` is a sum of terms
+//! as large as the largest component, so its rounding is bounded on that
+//! scale, not on its own, which cancellation can make small): 1e-12
+//! against the unrolled trace, whose arithmetic is the same up to the order
+//! of the sums of cotangent contributions; 1e-10 against num-dual, whose
+//! division and products are associated differently.
+
+use crate::common;
+
+use common::scale_of;
+use num_dual::{Dual64, HyperDual64};
+use optic_ad::optic::Optic;
+use optic_ad::{fold, Differentiable, Error, Gradient, Hvp, Real, Result};
+
+use crate::loops::lotka_volterra::{loss_while, P0, V};
+
+/// The issue's user code, verbatim: Lotka–Volterra by RK4, `steps` steps
+/// of `h = 10/steps`, `p = (α, β, γ, δ, x₀, y₀)`.
+fn loss<T: Real>(p: &[T], steps: usize) -> Result<T> {
+    let h = 10.0 / steps as f64;
+    let rhs = |x: T, y: T| (p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y);
+    let [x, y] = fold(steps, [p[4], p[5]], |[x, y]: [T; 2]| {
+        let (k1x, k1y) = rhs(x, y);
+        let (k2x, k2y) = rhs(x + k1x * (h / 2.0), y + k1y * (h / 2.0));
+        let (k3x, k3y) = rhs(x + k2x * (h / 2.0), y + k2y * (h / 2.0));
+        let (k4x, k4y) = rhs(x + k3x * h, y + k3y * h);
+        [
+            x + (k1x + k2x * 2.0 + k3x * 2.0 + k4x) * (h / 6.0),
+            y + (k1y + k2y * 2.0 + k3y * 2.0 + k4y) * (h / 6.0),
+        ]
+    })?;
+    Ok((x - 1.0) * (x - 1.0) + (y - 1.0) * (y - 1.0))
+}
+
+/// The largest difference of `a` and `b` relative to the largest
+/// component of `b` (at least 1); ∞ for different lengths or a NaN.
+fn vec_err(a: &[f64], b: &[f64]) -> f64 {
+    if a.len() != b.len() {
+        return f64::INFINITY;
+    }
+    let d = a
+        .iter()
+        .zip(b)
+        .map(|(x, y)| if x == y { 0.0 } else { (x - y).abs() })
+        .fold(0.0, |m: f64, e| {
+            if e.is_nan() || m.is_nan() {
+                f64::NAN
+            } else {
+                m.max(e)
+            }
+        });
+    if d.is_nan() {
+        return f64::INFINITY;
+    }
+    d / scale_of(b)
+}
+
+/// The gradient by num-dual through the plain loop, one direction per
+/// coordinate.
+fn gradient_dual(f: impl Fn(&[Dual64]) -> Result<Dual64>, x: &[f64]) -> Vec<f64> {
+    (0..x.len())
+        .map(|i| {
+            let p: Vec<Dual64> = x
+                .iter()
+                .enumerate()
+                .map(|(j, &xj)| Dual64::new(xj, if i == j { 1.0 } else { 0.0 }))
+                .collect();
+            f(&p).unwrap().eps
+        })
+        .collect()
+}
+
+/// `H v` by num-dual hyper-dual numbers through the plain loop: the
+/// mixed part of `f(x + ε₁ eᵢ + ε₂ v)` is `eᵢᵀ H v`.
+fn hvp_dual(f: impl Fn(&[HyperDual64]) -> Result<HyperDual64>, x: &[f64], v: &[f64]) -> Vec<f64> {
+    (0..x.len())
+        .map(|i| {
+            let p: Vec<HyperDual64> = x
+                .iter()
+                .zip(v)
+                .enumerate()
+                .map(|(j, (&xj, &vj))| {
+                    HyperDual64::new(xj, if i == j { 1.0 } else { 0.0 }, vj, 0.0)
+                })
+                .collect();
+            f(&p).unwrap().eps1eps2
+        })
+        .collect()
+}
+
+#[test]
+fn the_issue_code_is_one_loop_under_gradient_and_hvp() {
+    let mut sizes = Vec::new();
+    for steps in [10, 300, 100_000] {
+        let mut g = Gradient::new(|p| loss(p, steps), &P0).unwrap();
+        assert!(g.program().is_none(), "N = {steps}: not hosted");
+        let p = g.array_program().expect("an array program");
+        let mut h = Hvp::new(|p| loss(p, steps), &P0).unwrap();
+        let hp = h.array_program().expect("an array program");
+        sizes.push((p.len(), hp.len()));
+
+        let mut grad = [0.0; 6];
+        let y = g.eval(&P0, &mut grad).unwrap();
+        assert_eq!(y.to_bits(), loss(&P0, steps).unwrap().to_bits());
+        let y_h = h.linearize(&P0).unwrap();
+        assert_eq!(y_h.to_bits(), y.to_bits());
+        let mut hv = [0.0; 6];
+        h.apply(&V, &mut hv).unwrap();
+
+        let g_dual = gradient_dual(|p| loss(p, steps), &P0);
+        let hv_dual = hvp_dual(|p| loss(p, steps), &P0, &V);
+        assert!(vec_err(&grad, &g_dual) < 1e-10, "{grad:?} vs {g_dual:?}");
+        assert!(vec_err(&hv, &hv_dual) < 1e-10, "{hv:?} vs {hv_dual:?}");
+        if steps <= 300 {
+            // The unrolled trace (one copy of the body per step).
+            let g_ref = optic_ad::gradient(|p| loss(p, steps), &P0).unwrap();
+            let hv_ref = optic_ad::hvp(|p| loss(p, steps), &P0, &V).unwrap();
+            assert!(vec_err(&grad, &g_ref) < 1e-12, "{grad:?} vs {g_ref:?}");
+            assert!(vec_err(&hv, &hv_ref) < 1e-12, "{hv:?} vs {hv_ref:?}");
+        }
+    }
+    // The programs do not grow with the number of steps.
+    assert!(sizes.windows(2).all(|w| w[0] == w[1]), "{sizes:?}");
+}
+
+#[test]
+fn hosted_drivers_evaluate_at_new_points() {
+    let steps = 200;
+    let mut g = Gradient::new(|p| loss(p, steps), &P0).unwrap();
+    let mut h = Hvp::new(|p| loss(p, steps), &P0).unwrap();
+    for k in 0..4 {
+        let x: Vec<f64> = P0
+            .iter()
+            .enumerate()
+            .map(|(i, &p)| p * (1.0 + 0.01 * ((k * 7 + i) % 5) as f64))
+            .collect();
+        let mut grad = [0.0; 6];
+        let y = g.eval(&x, &mut grad).unwrap();
+        let mut grad_h = [0.0; 6];
+        let y_h = h.linearize_with_gradient(&x, &mut grad_h).unwrap();
+        assert_eq!(y.to_bits(), y_h.to_bits());
+        let g_ref = optic_ad::gradient(|p| loss(p, steps), &x).unwrap();
+        assert!(vec_err(&grad, &g_ref) < 1e-12, "{grad:?} vs {g_ref:?}");
+        assert!(vec_err(&grad_h, &g_ref) < 1e-12, "{grad_h:?} vs {g_ref:?}");
+
+        // Two directions at once, each as `apply` gives it.
+        let mut vs = V.to_vec();
+        vs.extend(V.iter().rev());
+        let mut many = vec![0.0; 12];
+        h.apply_many(&vs, &mut many).unwrap();
+        for (v, got) in vs.chunks(6).zip(many.chunks(6)) {
+            let mut one = [0.0; 6];
+            h.apply(v, &mut one).unwrap();
+            assert_eq!(one, got);
+            let hv_ref = optic_ad::hvp(|p| loss(p, steps), &x, v).unwrap();
+            assert!(vec_err(&one, &hv_ref) < 1e-12, "{one:?} vs {hv_ref:?}");
+        }
+        // `hvp_at` at f64 points: one pass, the linearized point unmoved.
+        let hv_at = h.hvp_at(&x, &V).unwrap();
+        let hv_ref = optic_ad::hvp(|p| loss(p, steps), &x, &V).unwrap();
+        assert!(vec_err(&hv_at, &hv_ref) < 1e-12, "{hv_at:?} vs {hv_ref:?}");
+    }
+}
+
+#[test]
+fn hosted_drivers_take_other_scalars_through_the_unrolled_trace() {
+    let steps = 50;
+    let mut g = Gradient::new(|p| loss(p, steps), &P0).unwrap();
+    assert!(g.array_program().is_some());
+    // num-dual points: the directional derivative of the gradient is H v.
+    let x: Vec<Dual64> = P0
+        .iter()
+        .zip(&V)
+        .map(|(&p, &v)| Dual64::new(p, v))
+        .collect();
+    let (_, grad) = g.eval_at(&x).unwrap();
+    let hv: Vec<f64> = grad.iter().map(|d| d.eps).collect();
+    let hv_ref = hvp_dual(|p| loss(p, steps), &P0, &V);
+    assert!(vec_err(&hv, &hv_ref) < 1e-10, "{hv:?} vs {hv_ref:?}");
+    // Tracer points: the compiled gradient inside another trace.
+    let d = optic_ad::jvp(|p| Ok(g.eval_at(p)?.1), &P0, &V).unwrap().1;
+    assert!(vec_err(&d, &hv_ref) < 1e-10, "{d:?} vs {hv_ref:?}");
+
+    let mut h = Hvp::new(|p| loss(p, steps), &P0).unwrap();
+    let hv_duals = h
+        .hvp_at(
+            &P0.map(|p| Dual64::new(p, 0.0)),
+            &V.map(|v| Dual64::new(v, 0.0)),
+        )
+        .unwrap();
+    let hv_at: Vec<f64> = hv_duals.iter().map(|d| d.re).collect();
+    assert!(vec_err(&hv_at, &hv_ref) < 1e-10, "{hv_at:?} vs {hv_ref:?}");
+}
+
+#[test]
+fn hosted_hvp_is_an_optic_whose_residual_is_the_point() {
+    let steps = 100;
+    let mut h = Hvp::new(|p| loss(p, steps), &P0).unwrap();
+    assert_eq!(h.residual_len(), 6);
+    assert!(h.programs().is_none() && h.staged().is_none());
+    let (m, (y, grad)) = h.left(P0.to_vec()).unwrap();
+    let hv = h.right(m, V.to_vec()).unwrap();
+    let mut grad_ref = [0.0; 6];
+    let y_ref = h.linearize_with_gradient(&P0, &mut grad_ref).unwrap();
+    let mut hv_ref = [0.0; 6];
+    h.apply(&V, &mut hv_ref).unwrap();
+    assert_eq!(y.to_bits(), y_ref.to_bits());
+    assert_eq!(grad, grad_ref);
+    assert_eq!(hv, hv_ref);
+    assert!(matches!(
+        h.right(vec![0.0; 5], V.to_vec()),
+        Err(Error::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn a_while_loop_is_hosted_too() {
+    let steps = 400;
+    let mut g = Gradient::new(|p| loss_while(p, steps), &P0).unwrap();
+    assert!(g.array_program().is_some());
+    let mut grad = [0.0; 6];
+    g.eval(&P0, &mut grad).unwrap();
+    let g_fold = optic_ad::gradient(|p| loss(p, steps), &P0).unwrap();
+    assert!(vec_err(&grad, &g_fold) < 1e-12, "{grad:?} vs {g_fold:?}");
+    let mut h = Hvp::new(|p| loss_while(p, steps), &P0).unwrap();
+    h.linearize(&P0).unwrap();
+    let mut hv = [0.0; 6];
+    h.apply(&V, &mut hv).unwrap();
+    let hv_ref = hvp_dual(|p| loss_while(p, steps), &P0, &V);
+    assert!(vec_err(&hv, &hv_ref) < 1e-10, "{hv:?} vs {hv_ref:?}");
+}
+
+/// A loop whose body branches: the array trace refuses a comparison inside
+/// a loop body, so the drivers fall back to the unrolled scalar trace, with
+/// each comparison a guard.
+fn kinked<T: Real>(p: &[T]) -> Result<T> {
+    let [x] = fold(30, [p[0]], |[x]: [T; 1]| {
+        if x > 1.0 {
+            [x * 0.5 + p[1]]
+        } else {
+            [x * x + p[1]]
+        }
+    })?;
+    Ok(x * p[0])
+}
+
+#[test]
+fn a_body_that_branches_is_unrolled() {
+    let x = [0.7, 0.3];
+    let mut g = Gradient::new(kinked, &x).unwrap();
+    assert!(g.program().is_some() && g.array_program().is_none());
+    let mut grad = [0.0; 2];
+    g.eval(&x, &mut grad).unwrap();
+    let want = gradient_dual(kinked, &x);
+    assert!(vec_err(&grad, &want) < 1e-10, "{grad:?} vs {want:?}");
+    let mut h = Hvp::new(kinked, &x).unwrap();
+    assert!(h.programs().is_some());
+    h.linearize(&x).unwrap();
+    let mut hv = [0.0; 2];
+    h.apply(&[1.0, -1.0], &mut hv).unwrap();
+    let want = hvp_dual(kinked, &x, &[1.0, -1.0]);
+    assert!(vec_err(&hv, &want) < 1e-10, "{hv:?} vs {want:?}");
+}
+
+/// A branch outside the loop picks one of two loops: the hosted program
+/// records it as a guard and is traced again where it flips.
+fn two_loops<T: Real>(p: &[T]) -> Result<T> {
+    let r = if p[0] > 0.0 { p[1] } else { -p[1] };
+    let [c] = fold(40, [p[0]], |[c]: [T; 1]| [(c * r).sin() + c * 0.5])?;
+    Ok(c * c)
+}
+
+#[test]
+fn hosted_drivers_trace_again_where_a_guard_fails() {
+    let mut g = Gradient::new(two_loops, &[0.4, 0.9]).unwrap();
+    let mut h = Hvp::new(two_loops, &[0.4, 0.9]).unwrap();
+    assert!(g.array_program().is_some() && h.array_program().is_some());
+    for x in [[0.4, 0.9], [-0.3, 0.9], [0.2, -1.1], [-0.5, 0.4]] {
+        let mut grad = [0.0; 2];
+        g.eval(&x, &mut grad).unwrap();
+        let want = gradient_dual(two_loops, &x);
+        assert!(vec_err(&grad, &want) < 1e-10, "{x:?}: {grad:?} vs {want:?}");
+        h.linearize(&x).unwrap();
+        let mut hv = [0.0; 2];
+        h.apply(&[0.3, 1.0], &mut hv).unwrap();
+        let want = hvp_dual(two_loops, &x, &[0.3, 1.0]);
+        assert!(vec_err(&hv, &want) < 1e-10, "{x:?}: {hv:?} vs {want:?}");
+    }
+}
+
+#[derive(Clone, Debug, Differentiable)]
+struct Orbit<T> {
+    rate: T,
+    start: T,
+}
+
+#[test]
+fn structured_points_with_loops_are_hosted() {
+    fn f<T: Real>(o: &Orbit<T>) -> Result<T> {
+        let [c] = fold(500, [o.start], |[c]: [T; 1]| [c * o.rate * (-c + 1.0)])?;
+        Ok(c)
+    }
+    let p0 = Orbit {
+        rate: 2.9,
+        start: 0.3,
+    };
+    let mut g = Gradient::structured(f, &p0).unwrap();
+    assert!(g.array_program().is_some());
+    let (y, grad) = g.eval_point(&p0).unwrap();
+    let plain = |o: &Orbit<f64>| {
+        let mut c = o.start;
+        for _ in 0..500 {
+            c = c * o.rate * (-c + 1.0);
+        }
+        c
+    };
+    assert_eq!(y.to_bits(), plain(&p0).to_bits());
+    let d = gradient_dual(
+        |q| {
+            let [c] = fold(500, [q[1]], |[c]: [Dual64; 1]| [c * q[0] * (-c + 1.0)])?;
+            Ok(c)
+        },
+        &[2.9, 0.3],
+    );
+    assert!(vec_err(&[grad.rate, grad.start], &d) < 1e-10);
+}
+
+#[test]
+fn errors_of_the_function_come_through() {
+    // The function's own error, with and without loops.
+    let bad = |p: &[_]| -> Result<_> {
+        let [c] = fold(5, [p[0]], |[c]| [c * 2.0])?;
+        if p.len() > 1 {
+            return Err(Error::Unsupported("two parameters"));
+        }
+        Ok(c)
+    };
+    assert!(matches!(
+        Gradient::new(bad, &[1.0, 2.0]),
+        Err(Error::Unsupported("two parameters"))
+    ));
+    assert!(matches!(
+        Hvp::new(bad, &[1.0, 2.0]),
+        Err(Error::Unsupported("two parameters"))
+    ));
+    let mut g = Gradient::new(bad, &[1.0]).unwrap();
+    let mut grad = [0.0; 2];
+    assert!(matches!(
+        g.eval(&[1.0, 2.0], &mut grad),
+        Err(Error::LengthMismatch { .. })
+    ));
+}
