@@ -1081,8 +1081,8 @@ fn bench_build(c: &mut Criterion) {
 /// Loops: the Lotka–Volterra RK4 loss through `fold` (one loop
 /// instruction on the array trace), gradient and HVP against the plain
 /// f64 loop and num-dual through it, at N = 10³ … 10⁵ steps; building the
-/// drivers, whose cost does not depend on N; and, at N = 10³, the scalar
-/// trace, which unrolls the loop.
+/// drivers, whose cost does not depend on N; and the same loss written over
+/// `Real` through the scalar drivers `Gradient` and `Hvp`.
 fn bench_loops(c: &mut Criterion) {
     use lotka_volterra::{loss, loss_array, P0, V};
     use optic_ad::array;
@@ -1176,20 +1176,32 @@ fn bench_loops(c: &mut Criterion) {
                 |b| b.iter(|| gc.eval(black_box(&P0), &mut oc).unwrap()),
             );
         }
-        if n == 1_000 {
-            let unrolled = |p: &[Tracer]| loss(p, n);
-            let mut sg = Gradient::new(unrolled, &P0).unwrap();
-            let mut so = vec![0.0; 6];
-            sg.eval(&P0, &mut so).unwrap();
-            assert!(close(&so, &gd));
-            g.bench_function(format!("n={n}/scalar trace (unrolled) gradient"), |b| {
-                b.iter(|| sg.eval(black_box(&P0), &mut so).unwrap())
-            });
-            g.bench_function(
-                format!("n={n}/scalar trace (unrolled) build Gradient"),
-                |b| b.iter(|| Gradient::new(unrolled, black_box(&P0)).unwrap()),
-            );
-        }
+        // The loss written over `Real` through the scalar drivers (the
+        // user code of the loops issue), which trace it on the array trace.
+        let fs = move |p: &[Tracer]| loss(p, n);
+        let mut sg = Gradient::new(fs, &P0).unwrap();
+        let mut sh = Hvp::new(fs, &P0).unwrap();
+        assert!(sg.array_program().is_some() && sh.array_program().is_some());
+        let (mut so, mut shv) = (vec![0.0; 6], vec![0.0; 6]);
+        sg.eval(&P0, &mut so).unwrap();
+        sh.linearize(&P0).unwrap();
+        sh.apply(&V, &mut shv).unwrap();
+        assert!(close(&so, &gd) && close(&shv, &hd));
+        g.bench_function(format!("n={n}/scalar Gradient gradient"), |b| {
+            b.iter(|| sg.eval(black_box(&P0), &mut so).unwrap())
+        });
+        g.bench_function(format!("n={n}/scalar Hvp (linearize + apply)"), |b| {
+            b.iter(|| {
+                sh.linearize(black_box(&P0)).unwrap();
+                sh.apply(black_box(&V), &mut shv).unwrap()
+            })
+        });
+        g.bench_function(format!("n={n}/scalar build Gradient"), |b| {
+            b.iter(|| Gradient::new(fs, black_box(&P0)).unwrap())
+        });
+        g.bench_function(format!("n={n}/scalar build Hvp"), |b| {
+            b.iter(|| Hvp::new(fs, black_box(&P0)).unwrap())
+        });
     }
     g.finish();
 }

@@ -15,8 +15,14 @@
 //! loop instruction, `benches/lotka_volterra.rs`), evaluate three times and
 //! print the process's whole peak resident set.
 //!
+//! `scalar-loop-gradient`, `scalar-loop-gradient-stored` and
+//! `scalar-loop-hvp` do the same through the scalar drivers `Gradient` and
+//! `Hvp` on the loss written over `Real` (the user code of the loops issue),
+//! which trace it on the array trace.
+//!
 //! ```text
 //! cargo run --release -p optic-ad-bench --example build_rss -- loop-gradient 1000000
+//! cargo run --release -p optic-ad-bench --example build_rss -- scalar-loop-gradient 1000000
 //! cargo run --release -p optic-ad-bench --example build_rss -- hvp 1000000
 //! cargo run --release -p optic-ad-bench --example build_rss -- gradient 100000
 //! cargo run --release -p optic-ad-bench --example build_rss -- array-hvp 1000000
@@ -79,37 +85,62 @@ fn status_kb(field: &str) -> Option<u64> {
     line.split_whitespace().nth(1)?.parse().ok()
 }
 
-/// The array drivers on the loop problem of `n` steps: three evaluations,
-/// then the process's peak resident set.
+/// The array drivers on the loop problem of `n` steps (or, with the
+/// `scalar-` prefix, the scalar drivers `Gradient` and `Hvp` on the same
+/// loss written over `Real`, which trace it on the array trace): three
+/// evaluations, then the process's peak resident set.
 fn loop_driver(what: &str, n: usize) {
-    use lotka_volterra::{loss_array_with, P0, V};
+    use lotka_volterra::{loss_array_with, loss_with, P0, V};
     use optic_ad::Checkpoints;
-    let c = if what == "loop-gradient-stored" {
+    let scalar = what.starts_with("scalar-");
+    let kind = what.trim_start_matches("scalar-");
+    let c = if kind == "loop-gradient-stored" {
         Checkpoints::All
     } else {
         Checkpoints::Auto
     };
     let f = move |p: &array::TArray| loss_array_with(p, n, c);
+    let fs = move |p: &[optic_ad::Tracer]| loss_with(p, n, c);
     let t = Instant::now();
     let mut out = [0.0; 6];
-    if what.starts_with("loop-gradient") {
-        let mut g = array::Gradient::new(f, &P0).unwrap();
+    let built = |t: Instant| {
         print!(
             "{what} n={n}: built in {:.1} µs",
             t.elapsed().as_secs_f64() * 1e6
-        );
-        for _ in 0..3 {
-            g.eval(&P0, &mut out).unwrap();
+        )
+    };
+    match (kind.starts_with("loop-gradient"), scalar) {
+        (true, false) => {
+            let mut g = array::Gradient::new(f, &P0).unwrap();
+            built(t);
+            for _ in 0..3 {
+                g.eval(&P0, &mut out).unwrap();
+            }
         }
-    } else {
-        let mut h = array::Hvp::new(f, &P0).unwrap();
-        print!(
-            "{what} n={n}: built in {:.1} µs",
-            t.elapsed().as_secs_f64() * 1e6
-        );
-        for _ in 0..3 {
-            h.linearize(&P0).unwrap();
-            h.apply(&V, &mut out).unwrap();
+        (true, true) => {
+            let mut g = Gradient::new(fs, &P0).unwrap();
+            built(t);
+            assert!(g.array_program().is_some());
+            for _ in 0..3 {
+                g.eval(&P0, &mut out).unwrap();
+            }
+        }
+        (false, false) => {
+            let mut h = array::Hvp::new(f, &P0).unwrap();
+            built(t);
+            for _ in 0..3 {
+                h.linearize(&P0).unwrap();
+                h.apply(&V, &mut out).unwrap();
+            }
+        }
+        (false, true) => {
+            let mut h = Hvp::new(fs, &P0).unwrap();
+            built(t);
+            assert!(h.array_program().is_some());
+            for _ in 0..3 {
+                h.linearize(&P0).unwrap();
+                h.apply(&V, &mut out).unwrap();
+            }
         }
     }
     match status_kb("VmHWM:") {
@@ -122,7 +153,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let what = args.next().unwrap_or_else(|| "hvp".into());
     let n: usize = args.next().and_then(|s| s.parse().ok()).unwrap_or(100_000);
-    if what.starts_with("loop-") {
+    if what.starts_with("loop-") || what.starts_with("scalar-loop-") {
         loop_driver(&what, n);
         return;
     }
@@ -148,7 +179,7 @@ fn main() {
         }
         other => {
             eprintln!(
-                "unknown driver {other:?}: use gradient, hvp, array-hvp, loop-gradient, loop-gradient-stored or loop-hvp"
+                "unknown driver {other:?}: use gradient, hvp, array-hvp, [scalar-]loop-gradient, [scalar-]loop-gradient-stored or [scalar-]loop-hvp"
             );
             std::process::exit(2);
         }
