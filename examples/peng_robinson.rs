@@ -194,7 +194,7 @@ pub struct State<T> {
 ///
 /// Those of `g` and of [`value_and_gradient`].
 pub fn d_dv<T: Real>(
-    g: impl FnOnce(&State<Tracer>) -> optic_ad::Result<Tracer>,
+    g: impl FnMut(&State<Tracer>) -> optic_ad::Result<Tracer>,
     x: &State<T>,
 ) -> optic_ad::Result<T> {
     Ok(value_and_gradient(g, x)?.1.v)

@@ -65,6 +65,24 @@ where
     }
 }
 
+/// [`on_leaves`] for a function the driver may call more than once (to
+/// trace code with loops again on the array trace: [`trace_or_host`]).
+fn on_leaves_mut<'a, P, O, R>(
+    point: &'a P,
+    mut f: impl FnMut(&P::Arg<Tracer>) -> R + 'a,
+) -> impl FnMut(&[Tracer]) -> Result<O> + 'a
+where
+    P: Point + ?Sized,
+    R: IntoTraced<O>,
+{
+    move |t| {
+        point
+            .with_arg(t, &mut f)
+            .ok_or(Error::StructureMismatch { what: "point" })?
+            .into_traced()
+    }
+}
+
 /// A value of the point's shape from its leaves (a gradient, a
 /// Hessian-vector product).
 fn in_shape<P: Point + ?Sized, T: Real>(point: &P, leaves: Vec<T>) -> Result<P::Owned<T>> {
@@ -540,6 +558,11 @@ fn hvp_program(t: TracedBuilder, n: usize) -> Result<Program> {
 /// the enclosing trace that `f` closes over are captured, never confused
 /// with `x`'s perturbation).
 ///
+/// Loops: at `f64` points, a function with [`crate::fold`] or
+/// [`crate::while_loop`] is traced on the array trace, each loop one
+/// instruction, as [`Gradient`] does; `f` is then called two or three
+/// times (once for code without loops). At tracer points loops unroll.
+///
 /// # Errors
 ///
 /// [`Error::EmptyInput`] for an empty `x`; [`Error::ForeignTracer`] if `f`
@@ -562,10 +585,10 @@ fn hvp_program(t: TracedBuilder, n: usize) -> Result<Program> {
 pub fn gradient<P, F, R>(f: F, x: &P) -> Result<Tangent<P>>
 where
     P: Point + ?Sized,
-    F: FnOnce(&P::Arg<Tracer>) -> R,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    let g = value_and_gradient_of("gradient", on_leaves(x, f), &x.leaves())?.1;
+    let g = value_and_gradient_of("gradient", on_leaves_mut(x, f), &x.leaves())?.1;
     in_shape(x, g)
 }
 
@@ -574,7 +597,8 @@ where
 /// it costs nothing extra).
 ///
 /// Shapes, types and nesting as [`gradient`]: `x` has `n ≥ 1` entries; the
-/// gradient has `n`. `f` is called once.
+/// gradient has `n`. `f` is called once; for code with loops at `f64`
+/// points two or three times (see [`gradient`]).
 ///
 /// # Errors
 ///
@@ -589,7 +613,7 @@ where
 /// let mut calls = 0;
 /// let (y, g) = value_and_gradient(
 ///     |x| {
-///         calls += 1; // an `FnMut` (indeed `FnOnce`) closure is fine
+///         calls += 1; // an `FnMut` closure is fine
 ///         x[0] * x[1] + x[1].exp()
 ///     },
 ///     &[2.0, 0.5],
@@ -602,22 +626,37 @@ where
 pub fn value_and_gradient<P, F, R>(f: F, x: &P) -> Result<(P::Scalar, Tangent<P>)>
 where
     P: Point + ?Sized,
-    F: FnOnce(&P::Arg<Tracer>) -> R,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    let (y, g) = value_and_gradient_of("value_and_gradient", on_leaves(x, f), &x.leaves())?;
+    let (y, g) = value_and_gradient_of("value_and_gradient", on_leaves_mut(x, f), &x.leaves())?;
     Ok((y, in_shape(x, g)?))
 }
 
 /// [`value_and_gradient`], with the driver's name for its errors.
-fn value_and_gradient_of<T: Real, R: IntoTraced<Tracer>>(
+fn value_and_gradient_of<T: Real>(
     what: &'static str,
-    f: impl FnOnce(&[Tracer]) -> R,
+    mut f: impl FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[T],
 ) -> Result<(T, Vec<T>)> {
     check_nonempty(what, x.len())?;
+    let n = x.len();
+    if is_f64::<T>() {
+        let xf = primals(x);
+        let t = match trace_or_host(&mut f, &xf, |p| GradientCore::new(p, n))? {
+            Code::Scalar(t) => t,
+            Code::Hosted(mut core) => {
+                let mut grad = vec![0.0; n];
+                let y = core.run(&xf, &mut grad)?;
+                return Ok((T::cst(y), grad.into_iter().map(T::cst).collect()));
+            }
+        };
+        let mut out = gradient_program(t, n)?.eval(x)?;
+        let grad = out.split_off(1);
+        return Ok((out[0], grad));
+    }
     let (t, inputs) = trace_builder_at(scalar(f), x)?;
-    let g = gradient_program(t, x.len())?;
+    let g = gradient_program(t, n)?;
     let mut out = g.eval(&inputs)?;
     let grad = out.split_off(1);
     Ok((out[0], grad))
@@ -925,25 +964,38 @@ pub fn hvp<P, Q, F, R>(f: F, x: &P, v: &Q) -> Result<Tangent<P>>
 where
     P: Point + ?Sized,
     Q: Point<Scalar = P::Scalar> + ?Sized,
-    F: FnOnce(&P::Arg<Tracer>) -> R,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
     let leaves = x.leaves();
     check_nonempty("hvp", leaves.len())?;
     let v = direction_leaves("hvp: direction", x, &mut PointShape::new(leaves.len()), v)?;
-    let hv = hvp_flat(on_leaves(x, f), &leaves, &v)?;
+    let hv = hvp_flat(on_leaves_mut(x, f), &leaves, &v)?;
     in_shape(x, hv)
 }
 
-fn hvp_flat<T: Real, F, R>(f: F, x: &[T], v: &[T]) -> Result<Vec<T>>
-where
-    F: FnOnce(&[Tracer]) -> R,
-    R: IntoTraced<Tracer>,
-{
+fn hvp_flat<T: Real>(
+    mut f: impl FnMut(&[Tracer]) -> Result<Tracer>,
+    x: &[T],
+    v: &[T],
+) -> Result<Vec<T>> {
     check_nonempty("hvp", x.len())?;
     check_len("hvp: direction", x.len(), v.len())?;
-    let (t, mut inputs) = trace_builder_at(scalar(f), x)?;
     let n = x.len();
+    let (t, mut inputs) = if is_f64::<T>() {
+        let xf = primals(x);
+        match trace_or_host(&mut f, &xf, |p| HvpCore::new(p, n))? {
+            Code::Scalar(t) => (t, x.to_vec()),
+            Code::Hosted(mut core) => {
+                let mut hv = vec![0.0; n];
+                core.linearize(&xf)?;
+                core.apply(&primals(v), &mut hv)?;
+                return Ok(hv.into_iter().map(T::cst).collect());
+            }
+        }
+    } else {
+        trace_builder_at(scalar(f), x)?
+    };
     let h = hvp_program(t, n)?;
     inputs.extend_from_slice(v);
     let out = h.eval(&inputs)?;
@@ -984,20 +1036,40 @@ where
 pub fn hessian<P, F, R>(f: F, x: &P) -> Result<Vec<Vec<P::Scalar>>>
 where
     P: Point + ?Sized,
-    F: FnOnce(&P::Arg<Tracer>) -> R,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    hessian_flat(on_leaves(x, f), &x.leaves())
+    hessian_flat(on_leaves_mut(x, f), &x.leaves())
 }
 
-fn hessian_flat<T: Real, F, R>(f: F, x: &[T]) -> Result<Vec<Vec<T>>>
-where
-    F: FnOnce(&[Tracer]) -> R,
-    R: IntoTraced<Tracer>,
-{
+fn hessian_flat<T: Real>(
+    mut f: impl FnMut(&[Tracer]) -> Result<Tracer>,
+    x: &[T],
+) -> Result<Vec<Vec<T>>> {
     check_nonempty("hessian", x.len())?;
-    let (t, inputs) = trace_builder_at(scalar(f), x)?;
     let n = x.len();
+    let (t, inputs) = if is_f64::<T>() {
+        let xf = primals(x);
+        match trace_or_host(&mut f, &xf, |p| HvpCore::new(p, n))? {
+            Code::Scalar(t) => (t, x.to_vec()),
+            Code::Hosted(mut core) => {
+                // Code with loops: the columns one by one through the loops.
+                core.linearize(&xf)?;
+                let mut e = vec![0.0; n];
+                let mut rows = Vec::with_capacity(n);
+                for i in 0..n {
+                    e[i] = 1.0;
+                    let mut row = vec![0.0; n];
+                    core.apply(&e, &mut row)?;
+                    rows.push(row.into_iter().map(T::cst).collect());
+                    e[i] = 0.0;
+                }
+                return Ok(rows);
+            }
+        }
+    } else {
+        trace_builder_at(scalar(f), x)?
+    };
     // The split of `Hvp`: the left, which depends on x alone, runs once;
     // the right runs per column.
     let staged = hvp_staged(t, n, false)?;

@@ -102,7 +102,7 @@ fn from_rows(rows: &[Vec<f64>], ncols: usize) -> Mat<f64> {
 /// ```
 pub fn gradient<F, R>(f: F, x: impl AsColRef<T = f64, Rows = usize>) -> Result<Col<f64>>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    F: FnMut(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
 {
     let mut buf = Vec::new();
@@ -135,7 +135,7 @@ pub fn value_and_gradient<F, R>(
     x: impl AsColRef<T = f64, Rows = usize>,
 ) -> Result<(f64, Col<f64>)>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    F: FnMut(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
 {
     let mut buf = Vec::new();
@@ -172,7 +172,7 @@ pub fn hvp<F, R>(
     v: impl AsColRef<T = f64, Rows = usize>,
 ) -> Result<Col<f64>>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    F: FnMut(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
 {
     let (mut xb, mut vb) = (Vec::new(), Vec::new());
@@ -213,7 +213,7 @@ where
 /// ```
 pub fn hessian<F, R>(f: F, x: impl AsColRef<T = f64, Rows = usize>) -> Result<Mat<f64>>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    F: FnMut(&[Tracer]) -> R,
     R: IntoTraced<Tracer>,
 {
     let mut buf = Vec::new();

@@ -245,3 +245,47 @@ fn loop_drivers_do_not_allocate() {
     });
     assert_eq!(info.count_total, 0);
 }
+
+/// The scalar model of [`loop_model`]: the same loops written over `Real`,
+/// which the scalar compiled drivers trace on the array trace.
+fn scalar_loop_model<T: Real>(x: &[T]) -> optic_ad::Result<T> {
+    let (a, b) = (x[0], x[1]);
+    let [u, v] = optic_ad::fold(50, [a, b], |[u, v]: [T; 2]| {
+        let du = u * 0.5 - u * v * a * 0.01;
+        let dv = u * v * 0.01 - v * 0.3;
+        [u + du * 0.02, v + dv * 0.02]
+    })?;
+    let [w, _] = optic_ad::while_loop(
+        60,
+        [u, T::cst(0.0)],
+        |[_, t]| *t < 0.99,
+        |[w, t]: [T; 2]| [w * 0.99 + v * 0.001, t + 0.02],
+    )?;
+    Ok(u * v + w + x[0] + x[1] + x[2])
+}
+
+#[test]
+fn scalar_drivers_with_loops_do_not_allocate() {
+    let x = [1.3, 0.7, 0.2];
+    let mut g = optic_ad::Gradient::new(scalar_loop_model, &x).unwrap();
+    let mut h = optic_ad::Hvp::new(scalar_loop_model, &x).unwrap();
+    assert!(g.array_program().is_some() && h.array_program().is_some());
+    let (mut grad, mut hv, mut many) = ([0.0; 3], [0.0; 3], [0.0; 6]);
+    let mut run = |k: usize| {
+        let y = [1.0 + 0.1 * k as f64, 0.7, 0.2];
+        g.eval(&y, &mut grad).unwrap();
+        h.linearize_with_gradient(&y, &mut grad).unwrap();
+        h.apply(&[1.0, 0.5, k as f64], &mut hv).unwrap();
+        h.apply_many(&[1.0, 0.5, k as f64, 0.0, 1.0, 0.0], &mut many)
+            .unwrap();
+    };
+    for k in 0..100 {
+        run(k);
+    }
+    let info = measure(|| {
+        for k in 0..10 {
+            run(k);
+        }
+    });
+    assert_eq!(info.count_total, 0);
+}

@@ -6,9 +6,9 @@
 //! the scalar trace with the loop unrolled.
 //!
 //! References, each independent of the loop rules:
-//! * the one-shot drivers `optic_ad::gradient` and `optic_ad::hvp`, which
-//!   trace once on the scalar trace and unroll the loop (one copy of the
-//!   body per step), differentiated by the scalar ∂⃖;
+//! * the scalar trace with the loop unrolled (one copy of the body per
+//!   step): `vjp`, and `jvp` of the gradient at tracer points
+//!   (`crate::loops::unrolled_gradient`, `unrolled_hvp`), which trace once;
 //! * num-dual (`Dual64`, `HyperDual64`) through the plain Rust loop that
 //!   `fold` runs on those types.
 //!
@@ -28,6 +28,7 @@ use optic_ad::optic::Optic;
 use optic_ad::{fold, Differentiable, Error, Gradient, Hvp, Real, Result};
 
 use crate::loops::lotka_volterra::{loss_while, P0, V};
+use crate::loops::{unrolled_gradient, unrolled_hvp};
 
 /// The issue's user code, verbatim: Lotka–Volterra by RK4, `steps` steps
 /// of `h = 10/steps`, `p = (α, β, γ, δ, x₀, y₀)`.
@@ -128,8 +129,8 @@ fn the_issue_code_is_one_loop_under_gradient_and_hvp() {
         assert!(vec_err(&hv, &hv_dual) < 1e-10, "{hv:?} vs {hv_dual:?}");
         if steps <= 300 {
             // The unrolled trace (one copy of the body per step).
-            let g_ref = optic_ad::gradient(|p| loss(p, steps), &P0).unwrap();
-            let hv_ref = optic_ad::hvp(|p| loss(p, steps), &P0, &V).unwrap();
+            let g_ref = unrolled_gradient(|p| loss(p, steps), &P0);
+            let hv_ref = unrolled_hvp(|p| loss(p, steps), &P0, &V);
             assert!(vec_err(&grad, &g_ref) < 1e-12, "{grad:?} vs {g_ref:?}");
             assert!(vec_err(&hv, &hv_ref) < 1e-12, "{hv:?} vs {hv_ref:?}");
         }
@@ -154,7 +155,7 @@ fn hosted_drivers_evaluate_at_new_points() {
         let mut grad_h = [0.0; 6];
         let y_h = h.linearize_with_gradient(&x, &mut grad_h).unwrap();
         assert_eq!(y.to_bits(), y_h.to_bits());
-        let g_ref = optic_ad::gradient(|p| loss(p, steps), &x).unwrap();
+        let g_ref = unrolled_gradient(|p| loss(p, steps), &x);
         assert!(vec_err(&grad, &g_ref) < 1e-12, "{grad:?} vs {g_ref:?}");
         assert!(vec_err(&grad_h, &g_ref) < 1e-12, "{grad_h:?} vs {g_ref:?}");
 
@@ -167,12 +168,12 @@ fn hosted_drivers_evaluate_at_new_points() {
             let mut one = [0.0; 6];
             h.apply(v, &mut one).unwrap();
             assert_eq!(one, got);
-            let hv_ref = optic_ad::hvp(|p| loss(p, steps), &x, v).unwrap();
+            let hv_ref = unrolled_hvp(|p| loss(p, steps), &x, v);
             assert!(vec_err(&one, &hv_ref) < 1e-12, "{one:?} vs {hv_ref:?}");
         }
         // `hvp_at` at f64 points: one pass, the linearized point unmoved.
         let hv_at = h.hvp_at(&x, &V).unwrap();
-        let hv_ref = optic_ad::hvp(|p| loss(p, steps), &x, &V).unwrap();
+        let hv_ref = unrolled_hvp(|p| loss(p, steps), &x, &V);
         assert!(vec_err(&hv_at, &hv_ref) < 1e-12, "{hv_at:?} vs {hv_ref:?}");
     }
 }
@@ -235,7 +236,7 @@ fn a_while_loop_is_hosted_too() {
     assert!(g.array_program().is_some());
     let mut grad = [0.0; 6];
     g.eval(&P0, &mut grad).unwrap();
-    let g_fold = optic_ad::gradient(|p| loss(p, steps), &P0).unwrap();
+    let g_fold = unrolled_gradient(|p| loss(p, steps), &P0);
     assert!(vec_err(&grad, &g_fold) < 1e-12, "{grad:?} vs {g_fold:?}");
     let mut h = Hvp::new(|p| loss_while(p, steps), &P0).unwrap();
     h.linearize(&P0).unwrap();
@@ -364,4 +365,47 @@ fn errors_of_the_function_come_through() {
         g.eval(&[1.0, 2.0], &mut grad),
         Err(Error::LengthMismatch { .. })
     ));
+}
+
+#[test]
+fn one_shot_drivers_take_loops_too() {
+    let steps = 100_000;
+    let mut g = Gradient::new(|p| loss(p, steps), &P0).unwrap();
+    let mut grad = [0.0; 6];
+    let y = g.eval(&P0, &mut grad).unwrap();
+    let mut h = Hvp::new(|p| loss(p, steps), &P0).unwrap();
+    h.linearize(&P0).unwrap();
+    let mut hv = [0.0; 6];
+    h.apply(&V, &mut hv).unwrap();
+    // The same programs, so the same bits.
+    let (y1, g1) = optic_ad::value_and_gradient(|p| loss(p, steps), &P0).unwrap();
+    assert_eq!((y1.to_bits(), g1.as_slice()), (y.to_bits(), &grad[..]));
+    assert_eq!(optic_ad::gradient(|p| loss(p, steps), &P0).unwrap(), grad);
+    assert_eq!(optic_ad::hvp(|p| loss(p, steps), &P0, &V).unwrap(), hv);
+    let rows = optic_ad::hessian(|p| loss(p, steps), &P0).unwrap();
+    for (i, row) in rows.iter().enumerate() {
+        let mut e = [0.0; 6];
+        e[i] = 1.0;
+        let mut col = [0.0; 6];
+        h.apply(&e, &mut col).unwrap();
+        assert_eq!(row.as_slice(), &col[..]);
+    }
+    // The Hessian is symmetric to rounding.
+    let scale = rows.iter().flatten().fold(1.0_f64, |m, x| m.max(x.abs()));
+    for i in 0..6 {
+        for j in 0..6 {
+            assert!((rows[i][j] - rows[j][i]).abs() < 1e-10 * scale, "{i}, {j}");
+        }
+    }
+    // An FnMut closure is called once per trace: twice for code with loops.
+    let mut calls = 0;
+    optic_ad::gradient(
+        |p| {
+            calls += 1;
+            loss(p, 10)
+        },
+        &P0,
+    )
+    .unwrap();
+    assert_eq!(calls, 2);
 }
