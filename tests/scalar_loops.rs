@@ -392,9 +392,9 @@ fn one_shot_drivers_take_loops_too() {
     }
     // The Hessian is symmetric to rounding.
     let scale = rows.iter().flatten().fold(1.0_f64, |m, x| m.max(x.abs()));
-    for i in 0..6 {
-        for j in 0..6 {
-            assert!((rows[i][j] - rows[j][i]).abs() < 1e-10 * scale, "{i}, {j}");
+    for (i, row) in rows.iter().enumerate() {
+        for (j, hij) in row.iter().enumerate() {
+            assert!((hij - rows[j][i]).abs() < 1e-10 * scale, "{i}, {j}");
         }
     }
     // An FnMut closure is called once per trace: twice for code with loops.
