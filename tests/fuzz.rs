@@ -549,6 +549,40 @@ fn fuzz_drivers() {
             let _ = h.apply(&v, &mut out);
             let _ = h.linearize_with_gradient(&x, &mut out);
         }
+        // The recipe iterated by a `fold` whose body reads the point (the
+        // scalar drivers trace it on the array trace, or unroll it).
+        let steps = big % 30;
+        let gl = |t: &[Tracer]| -> optic_ad::Result<Tracer> {
+            let [c] = optic_ad::fold(steps, [f.eval(t)], |[c]: [Tracer; 1]| {
+                let mut y = t.to_vec();
+                match y.first_mut() {
+                    Some(y0) => *y0 = c,
+                    None => y.push(c),
+                }
+                [f.eval(&y) * 0.5]
+            })?;
+            Ok(c)
+        };
+        let _ = gradient(gl, &x);
+        let _ = hvp(gl, &x, &v);
+        let _ = hessian(gl, &x);
+        if let Ok(mut gr) = Gradient::new(gl, &x) {
+            let _ = gr.eval(&v, &mut vec![0.0; v.len()]);
+            let _ = gr.eval_at(&v);
+        }
+        if let Ok(mut h) = Hvp::new(gl, &x) {
+            let mut out = vec![0.0; x.len()];
+            let _ = h.linearize(&v);
+            let _ = h.apply(&w, &mut out);
+            let _ = h.apply_many(
+                &[w.clone(), v.clone()].concat(),
+                &mut vec![0.0; 2 * x.len()],
+            );
+            let _ = h.hvp_at(&x, &v);
+            if let Ok((m, _)) = optic_ad::optic::Optic::left(&h, x.clone()) {
+                let _ = optic_ad::optic::Optic::right(&h, m, w.clone());
+            }
+        }
         // A structured point (a scalar and a `Vec`), with directions of
         // arbitrary shape.
         if let Some((&a, rest)) = x.split_first() {
