@@ -1670,6 +1670,11 @@ where
 /// [`TaylorProgram::eval_with_error`] gives the entries with estimates of
 /// their rounding errors.
 ///
+/// Loops: at `f64` points, a function with [`crate::fold`] or
+/// [`crate::while_loop`] is traced on the array trace (each loop one
+/// instruction that carries the jets), as [`gradient`] says; `f` is then
+/// called two or three times.
+///
 /// # Example
 ///
 /// ```
@@ -1686,7 +1691,7 @@ where
 /// assert_relative_eq!(d[4], -24.0, max_relative = 1e-14);
 /// ```
 pub fn taylor<N, T, R>(
-    f: impl FnOnce(&[Tracer]) -> R,
+    mut f: impl FnMut(&[Tracer]) -> R,
     x: &[T],
     v: &[T],
 ) -> Result<GenericArray<T, Add1<N>>>
@@ -1700,7 +1705,20 @@ where
     check_len("direction v", x.len(), v.len())?;
     if is_f64::<T>() {
         let (x, v) = (primals(x), primals(v));
-        let mut t = traced_multivariate(f, &x, N::to_usize())?;
+        let (n, order) = (x.len(), N::to_usize());
+        let mut g = |t: &[Tracer]| f(t).into_traced();
+        let traced = trace_or_host(&mut g, &x, |p| {
+            crate::array::Directional::from_program(p, n, order)
+        })?;
+        let mut t = match traced {
+            Code::Scalar(t) => TaylorProgram::new(&t.finish().program, order)?,
+            Code::Hosted(mut d) => {
+                // Code with loops: the jets carried through the loops.
+                let mut out = GenericArray::<f64, Add1<N>>::default();
+                d.eval(&x, &v, &mut out)?;
+                return Ok(cast_array(&out));
+            }
+        };
         let mut out = GenericArray::<f64, Add1<N>>::default();
         directional_jet(&mut t, &x, &v, &mut Vec::new(), &mut out)?;
         scale_by_factorials(&mut out);

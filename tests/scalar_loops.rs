@@ -409,3 +409,30 @@ fn one_shot_drivers_take_loops_too() {
     .unwrap();
     assert_eq!(calls, 2);
 }
+
+#[test]
+fn taylor_along_a_line_through_the_loop() {
+    use num_dual::Dual3_64;
+    use optic_ad::typenum::U3;
+    let steps = 2000;
+    let mut calls = 0;
+    let d = optic_ad::taylor::<U3, _, _>(
+        |p| {
+            calls += 1;
+            loss(p, steps)
+        },
+        &P0,
+        &V,
+    )
+    .unwrap();
+    assert_eq!(calls, 2, "one scalar trace stopped at the loop, one hosted");
+    // num-dual's third-order dual numbers through the plain loop.
+    let x: Vec<Dual3_64> = P0
+        .iter()
+        .zip(&V)
+        .map(|(&p, &v)| Dual3_64::new(p, v, 0.0, 0.0))
+        .collect();
+    let want = loss(&x, steps).unwrap();
+    let want = [want.re, want.v1, want.v2, want.v3];
+    assert!(vec_err(&d, &want) < 1e-10, "{d:?} vs {want:?}");
+}

@@ -472,20 +472,22 @@ impl Directional {
         order: usize,
     ) -> Result<Self> {
         let p = super::trace(|xs: &[super::TArray]| f(&xs[0]), &[x])?;
-        let taylor = TaylorProgram::new(&p, order)?;
+        Self::from_program(&p, x.len(), order)
+    }
+
+    /// The Taylor program of degree `order` of a traced program of one
+    /// input of `n` entries and one scalar output.
+    pub(crate) fn from_program(p: &ArrayProgram, n: usize, order: usize) -> Result<Self> {
+        let taylor = TaylorProgram::new(p, order)?;
         // Its capacity, so that `eval` never grows it.
         let mut jet = Vec::new();
-        let len = (order + 1).saturating_mul(x.len());
+        let len = (order + 1).saturating_mul(n);
         jet.try_reserve_exact(len)
             .map_err(|_| Error::AllocationFailed {
                 what: "Directional: jet",
                 elements: len,
             })?;
-        Ok(Directional {
-            taylor,
-            jet,
-            n: x.len(),
-        })
+        Ok(Directional { taylor, jet, n })
     }
 
     /// The order `K`.
