@@ -33,7 +33,9 @@ use crate::functor::nested::nest;
 use crate::functor::reverse::pullback_in_place;
 use crate::functor::taylor::scale_by_factorials;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
-use crate::program::trace::{trace_builder, trace_builder_hosting, Traced, TracedBuilder, Tracer};
+use crate::program::trace::{
+    trace_builder, trace_builder_hosting, LoopOnHost, Traced, TracedBuilder, Tracer, LOOP_ON_HOST,
+};
 use crate::program::{Builder, Program, Var, Workspace};
 use crate::program::{Stage, Staged, StagedWorkspace};
 use crate::real::Real;
@@ -426,28 +428,37 @@ enum Code<S, H> {
 }
 
 /// The first trace of a driver at the `f64` point `x`. A loop met on the
-/// scalar trace stops it; the function is then traced on the array trace
-/// and `host` builds the driver's programs from that; where that fails
-/// (a comparison inside the loop body, a driver nested in the function
-/// that reads its tracers), the function is traced again on the scalar
-/// trace with its loops unrolled, as it always could be. So `f` is called
-/// once for code without loops and two or three times for code with them.
+/// scalar trace stops it (by unwinding, caught here); the function is
+/// then traced on the array trace and `host` builds the driver's programs
+/// from that; where that fails (a comparison or a value read inside the
+/// loop body, a driver nested in the function that reads its tracers),
+/// the function is traced again on the scalar trace with its loops
+/// unrolled, as it always could be. So `f` is called once for code without
+/// loops and two or three times for code with them.
 fn trace_or_host<H>(
     f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[f64],
     host: impl FnOnce(&ArrayProgram) -> Result<H>,
 ) -> Result<Code<TracedBuilder, H>> {
     let mut err = None;
-    let (traced, saw_loop) = trace_builder_hosting(
-        |t| match f(t) {
-            Ok(y) => vec![y],
-            Err(e) => {
-                err = Some(e);
-                Vec::new()
-            }
-        },
-        x,
-    );
+    let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        trace_builder_hosting(
+            |t| match f(t) {
+                Ok(y) => vec![y],
+                Err(e) => {
+                    err = Some(e);
+                    Vec::new()
+                }
+            },
+            x,
+        )
+    }));
+    let (traced, saw_loop) = match first {
+        Ok(r) => r,
+        // Unwound at a loop (the frame is gone with the unwinding).
+        Err(payload) if payload.is::<LoopOnHost>() => (Err(LOOP_ON_HOST), true),
+        Err(payload) => std::panic::resume_unwind(payload),
+    };
     if saw_loop {
         if let Ok(h) = trace_hosted(f, x).and_then(|p| host(&p)) {
             return Ok(Code::Hosted(h));
@@ -1907,10 +1918,13 @@ const POLARISATION: [(f64, f64, f64); 4] = [
 /// million, and memory grows with the carries, not with the body
 /// (see the book's chapter "Loops"). The function is then called two or
 /// three times while tracing: once on the scalar trace, which stops at the
-/// first loop (with an error the function must pass on, as `fold(..)?`
-/// does), then on the array trace; and, where that cannot hold the loop (a
-/// comparison inside its body), once more on the scalar trace with the loop
-/// unrolled.
+/// first loop (by unwinding, which the driver catches: nothing is printed
+/// and the function sees no error; in a build with `panic = "abort"`,
+/// `fold` returns [`Error::Unsupported`] there instead, which the function
+/// must pass on with `?`), then on the array trace, with the point's values
+/// (comparisons and value reads outside the loops see them); and, where
+/// that cannot hold the loop (a comparison or a value read inside its
+/// body), once more on the scalar trace with the loop unrolled.
 ///
 /// # Example
 ///
@@ -2146,9 +2160,9 @@ impl<F: LeafFunction> Gradient<F> {
         Ok((out[0], grad))
     }
 
-    /// The gradient program `x ↦ (f(x), ∇f(x))`; `None` where `f` has
-    /// loops, whose program is an array program
-    /// ([`Gradient::array_program`]).
+    /// The gradient program `x ↦ (f(x), ∇f(x))`; `None` where `f` was
+    /// traced on the array trace (code with loops that it holds), whose
+    /// program [`Gradient::array_program`] gives.
     pub fn program(&self) -> Option<&Executable> {
         match &self.code {
             Code::Scalar(p) => Some(p),
@@ -2157,8 +2171,9 @@ impl<F: LeafFunction> Gradient<F> {
     }
 
     /// The gradient program on the array trace, where `f` has loops
-    /// ([`crate::fold`], [`crate::while_loop`]): each loop one
-    /// instruction that carries its body; `None` for other functions.
+    /// ([`crate::fold`], [`crate::while_loop`]) that it holds: each loop
+    /// one instruction that carries its body; `None` for other functions
+    /// (and for loops traced unrolled).
     pub fn array_program(&self) -> Option<&ArrayProgram> {
         match &self.code {
             Code::Scalar(_) => None,
@@ -2489,14 +2504,15 @@ impl<F: LeafFunction> Hvp<F> {
     }
 
     /// The left program `x ↦ (f, ∇f, m)` and right program `(m, v) ↦ Hv`;
-    /// `None` where `f` has loops, whose programs are array programs
-    /// ([`Hvp::array_program`]).
+    /// `None` where `f` was traced on the array trace (code with loops),
+    /// whose program [`Hvp::array_program`] gives.
     pub fn programs(&self) -> Option<(&Executable, &Executable)> {
         let st = self.staged()?.stages();
         Some((&st[HvpSplit::LEFT].program, &st[HvpSplit::RIGHT].program))
     }
 
-    /// Both stages as one [`Staged`] program; `None` where `f` has loops.
+    /// Both stages as one [`Staged`] program; `None` where `f` was traced
+    /// on the array trace.
     pub fn staged(&self) -> Option<&Staged> {
         match &self.code {
             Code::Scalar(split) => Some(&split.staged),
@@ -2685,22 +2701,7 @@ impl<F: LeafFunction> Hvp<F> {
         check_len("Hvp: x", self.n, x.len())?;
         check_len("Hvp: v", self.n, v.len())?;
         let f = &self.f;
-        let unrolled = |x: &[T], v: &[T]| -> Result<Vec<T>> {
-            let s = HvpSplit::build_unrolled(f, &primals(x))?;
-            let (_, m) = s.staged.run(HvpSplit::LEFT, &[], x)?;
-            Ok(s.staged.run(HvpSplit::RIGHT, &m, v)?.0)
-        };
-        if let Code::Hosted(h) = &mut self.code {
-            if !is_f64::<T>() {
-                return unrolled(x, v);
-            }
-            let mut hv = vec![0.0; self.n];
-            let one_pass = h.eval(&primals(x), &primals(v), &mut hv);
-            if !matches!(one_pass, Err(Error::GuardFailed { .. })) {
-                one_pass?;
-                return Ok(hv.into_iter().map(T::cst).collect());
-            }
-        }
+        let n = self.n;
         let mut rebuilt = false;
         let hv = run_or_retrace(
             &mut self.code,
@@ -2713,7 +2714,17 @@ impl<F: LeafFunction> Hvp<F> {
                     let (_, m) = s.staged.run(HvpSplit::LEFT, &[], x)?;
                     Ok(s.staged.run(HvpSplit::RIGHT, &m, v)?.0)
                 }
-                Code::Hosted(_) => unrolled(x, v),
+                // At `f64` points: one pass, the linearized point unmoved.
+                Code::Hosted(h) if is_f64::<T>() => {
+                    let mut hv = vec![0.0; n];
+                    h.eval(&primals(x), &primals(v), &mut hv)?;
+                    Ok(hv.into_iter().map(T::cst).collect())
+                }
+                Code::Hosted(_) => {
+                    let s = HvpSplit::build_unrolled(f, &primals(x))?;
+                    let (_, m) = s.staged.run(HvpSplit::LEFT, &[], x)?;
+                    Ok(s.staged.run(HvpSplit::RIGHT, &m, v)?.0)
+                }
             },
         );
         if rebuilt {

@@ -42,9 +42,13 @@ use crate::error::{Error, Result};
 /// # Errors
 ///
 /// On the array trace: [`Error::Unsupported`] if the body compares values
-/// (a guard inside a loop) or reads an array of the enclosing trace;
-/// [`Error::ForeignTracer`] for a value of an unrelated trace. Never on
-/// plain numbers.
+/// (a guard inside a loop), reads a value (`primal`, `{:?}`) or reads an
+/// array of the enclosing trace; [`Error::ForeignTracer`] for a value of
+/// an unrelated trace. In the first trace of a scalar driver that takes
+/// loops to the array trace, in a build with `panic = "abort"`:
+/// [`Error::Unsupported`], which the function passes on with `?` (with
+/// unwinding panics the driver stops that trace itself). Never on plain
+/// numbers.
 ///
 /// # Example
 ///

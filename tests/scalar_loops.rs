@@ -25,7 +25,7 @@ use crate::common;
 use common::scale_of;
 use num_dual::{Dual64, HyperDual64};
 use optic_ad::optic::Optic;
-use optic_ad::{fold, Differentiable, Error, Gradient, Hvp, Real, Result};
+use optic_ad::{fold, while_loop, Differentiable, Error, Gradient, Hvp, Real, Result};
 
 use crate::loops::lotka_volterra::{loss_while, P0, V};
 use crate::loops::{unrolled_gradient, unrolled_hvp};
@@ -435,4 +435,128 @@ fn taylor_along_a_line_through_the_loop() {
     let want = loss(&x, steps).unwrap();
     let want = [want.re, want.v1, want.v2, want.v3];
     assert!(vec_err(&d, &want) < 1e-10, "{d:?} vs {want:?}");
+}
+
+// Regressions found in review: code that reads or compares values, or
+// unwraps `fold`, under the drivers that take loops to the array trace.
+
+/// `fold(..).unwrap()` in a function that returns `T`: the first trace is
+/// unwound at the loop, so the function never sees an error to unwrap.
+fn unwrapping<T: Real>(x: &[T]) -> T {
+    let [c] = fold(10, [x[0]], |[c]: [T; 1]| [c * 1.1]).unwrap();
+    c
+}
+
+#[test]
+fn an_unwrapped_fold_is_hosted() {
+    let mut g = Gradient::new(unwrapping::<optic_ad::Tracer>, &[1.0]).unwrap();
+    assert!(g.array_program().is_some());
+    let mut grad = [0.0];
+    g.eval(&[1.0], &mut grad).unwrap();
+    assert!((grad[0] - 1.1f64.powi(10)).abs() < 1e-13, "{grad:?}");
+    let mut h = Hvp::new(unwrapping::<optic_ad::Tracer>, &[1.0]).unwrap();
+    h.linearize(&[1.0]).unwrap();
+    let mut hv = [1.0];
+    h.apply(&[1.0], &mut hv).unwrap();
+    assert_eq!(hv, [0.0]);
+    assert_eq!(optic_ad::gradient(unwrapping, &[1.0]).unwrap(), grad);
+}
+
+/// A Rust loop on a comparison and an `unwrap` of `partial_cmp` before the
+/// `fold`: the array trace keeps the point from the start, so both see the
+/// values (a pass without them would loop forever or panic).
+fn compares_first<T: Real>(p: &[T]) -> Result<T> {
+    let mut x = p[0];
+    let mut halvings = 0;
+    while !(x < 1.0) {
+        x = x * 0.5;
+        halvings += 1;
+        assert!(halvings < 64, "runaway halving");
+    }
+    let m = match x.partial_cmp(&p[1]).unwrap() {
+        std::cmp::Ordering::Greater => x,
+        _ => p[1],
+    };
+    let [c] = fold(3, [m], |[c]: [T; 1]| [c * 2.0 + p[1]])?;
+    Ok(c)
+}
+
+#[test]
+fn comparisons_before_the_loop_see_values() {
+    for x in [[5.0, 0.1], [5.0, 0.9], [0.3, 0.2]] {
+        let mut g = Gradient::new(compares_first, &x).unwrap();
+        assert!(g.array_program().is_some());
+        let mut grad = [0.0; 2];
+        g.eval(&x, &mut grad).unwrap();
+        let want = gradient_dual(compares_first, &x);
+        assert!(vec_err(&grad, &want) < 1e-13, "{x:?}: {grad:?} vs {want:?}");
+    }
+}
+
+/// A value read inside a `while_loop` condition: the body is traced once
+/// for every step, so the read is refused there and the loop unrolled
+/// (each step its own value), rather than every step reading the first.
+fn reads_in_the_condition<T: Real>(p: &[T]) -> Result<T> {
+    let [x] = while_loop(
+        200,
+        [p[0]],
+        |[x]| x.primal() > 1e-3,
+        |[x]: [T; 1]| [x * p[1]],
+    )?;
+    Ok(x)
+}
+
+#[test]
+fn a_value_read_in_a_loop_body_is_unrolled() {
+    let x = [1.0, 0.5];
+    let mut g = Gradient::new(reads_in_the_condition, &x).unwrap();
+    assert!(g.program().is_some(), "traced unrolled");
+    let mut grad = [0.0; 2];
+    let y = g.eval(&x, &mut grad).unwrap();
+    // Ten halvings reach 2⁻¹⁰ < 10⁻³: y = x₀ p₁¹⁰.
+    assert_eq!(y, 0.5f64.powi(10));
+    assert_eq!(grad, [0.5f64.powi(10), 10.0 * 0.5f64.powi(9)]);
+    assert_eq!(
+        optic_ad::gradient(reads_in_the_condition, &x).unwrap(),
+        grad
+    );
+}
+
+#[test]
+fn hvp_at_traces_again_where_a_guard_fails() {
+    let calls = std::cell::Cell::new(0);
+    let f = |p: &[optic_ad::Tracer]| -> Result<optic_ad::Tracer> {
+        calls.set(calls.get() + 1);
+        let [x] = while_loop(
+            10_000,
+            [p[0]],
+            |[x]| *x > 1.0,
+            |[x]: [_; 1]| [x * 0.99 + p[1]],
+        )?;
+        Ok(x * x)
+    };
+    let mut h = Hvp::new(f, &[8.0, 0.0]).unwrap();
+    assert!(h.array_program().is_some());
+    // Another trip count at 100: traced again once, then served by the
+    // new programs.
+    let first = h.hvp_at(&[100.0, 0.0], &[1.0, 0.0]).unwrap();
+    calls.set(0);
+    let again = h.hvp_at(&[100.0, 0.0], &[1.0, 0.0]).unwrap();
+    assert_eq!(calls.get(), 0, "no trace on the second call");
+    assert_eq!(first, again);
+    assert!(h.array_program().is_some());
+    let want = hvp_dual(
+        |p| {
+            let [x] = while_loop(
+                10_000,
+                [p[0]],
+                |[x]| *x > 1.0,
+                |[x]: [HyperDual64; 1]| [x * 0.99 + p[1]],
+            )?;
+            Ok(x * x)
+        },
+        &[100.0, 0.0],
+        &[1.0, 0.0],
+    );
+    assert!(vec_err(&again, &want) < 1e-10, "{again:?} vs {want:?}");
 }

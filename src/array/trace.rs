@@ -478,6 +478,31 @@ impl Array for TArray {
 }
 
 /// The value of a scalar at the trace point: the trace so far, evaluated.
+/// A value read by the user's code (`Real::primal`, a tracer's `value`,
+/// a conversion to `f64`, `{:?}`): refused inside a loop body, which is
+/// traced once for every step, so that a value read there would be the
+/// first step's at every step (the frame is poisoned with
+/// [`Error::Unsupported`]; the scalar drivers then unroll the loop).
+fn user_primal(t: TScalar) -> f64 {
+    STACK.with(|s| {
+        let mut stack = s.borrow_mut();
+        let in_body = stack
+            .iter()
+            .rfind(|f| f.id == t.trace)
+            .is_some_and(|f| f.captures.is_some());
+        if in_body {
+            if let Some(top) = stack.last_mut() {
+                top.builder.poison(Error::Unsupported(
+                    "a value read inside a loop body on the array trace (the body is traced \
+                     once for every step): compare tracers instead, or let the scalar trace \
+                     unroll the loop",
+                ));
+            }
+        }
+    });
+    primal_of(t)
+}
+
 fn primal_of(t: TScalar) -> f64 {
     let snapshot = STACK.with(|s| {
         let mut stack = s.borrow_mut();
@@ -536,7 +561,7 @@ fn compare(a: TScalar, b: TScalar) -> Option<Ordering> {
 
 impl private::Internal for TScalar {
     fn primal(&self) -> f64 {
-        primal_of(*self)
+        user_primal(*self)
     }
     fn apply_prim(prim: Prim, param: i32, x: &[Self]) -> Self {
         apply_scalar(x, prim_body(prim, param))
@@ -996,6 +1021,15 @@ pub fn trace<O: ArrayOutput>(
     }
 }
 
+/// [`trace`] in one pass with the point kept, so that every comparison and
+/// value read has its value from the start.
+fn trace_with_point<O: ArrayOutput>(
+    f: impl Fn(&[TArray]) -> Result<O>,
+    x: &[&[f64]],
+) -> Result<ArrayProgram> {
+    trace_pass(&f, x, true)?.ok_or(Error::ForeignTracer { trace: ORPHAN })
+}
+
 /// One run of `f` on fresh tracers; `None` if it compared scalars and the
 /// point was not kept (then run again with `keep_point`).
 fn trace_pass<O: ArrayOutput>(
@@ -1095,7 +1129,7 @@ impl crate::program::trace::Host for ArrayHost {
         compare(to_scalar(a), to_scalar(b))
     }
     fn primal(&self, t: Tracer) -> f64 {
-        primal_of(to_scalar(t))
+        user_primal(to_scalar(t))
     }
     fn fold(
         &self,
@@ -1140,10 +1174,12 @@ pub(crate) fn trace_hosted(
     f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[f64],
 ) -> Result<ArrayProgram> {
-    // `trace` may run its closure twice (again with the point, where the
-    // code compares values).
+    // Traced with the point from the start: the scalar drivers' users'
+    // code compares and reads values (a Rust loop on `x < 1.0`, an
+    // `unwrap` of `partial_cmp`), which a first pass without values would
+    // answer with NaN.
     let f = RefCell::new(f);
-    trace(
+    trace_with_point(
         |xs: &[TArray]| {
             let _hosting = crate::program::trace::begin_hosting(&ArrayHost);
             let leaves = (0..x.len())

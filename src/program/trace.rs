@@ -280,10 +280,19 @@ impl Tracer {
     }
 }
 
+/// The payload with which a driver's first trace is unwound at a loop
+/// ([`trace_builder_hosting`]): the driver catches it and traces the
+/// function again on its host. `resume_unwind` does not call the panic
+/// hook, so nothing is printed, and the function sees no error it could
+/// mishandle (an `unwrap` of `fold`'s result). Under `panic = "abort"`
+/// the loop returns [`LOOP_ON_HOST`] instead.
+pub(crate) struct LoopOnHost;
+
 /// Where a loop met on tracers goes: `Some` with the loop's carry where it
-/// is recorded on a host, or where the innermost scalar frame leaves loops
-/// to its driver's host (an error, and the frame marked); `None` where the
-/// loop is unrolled.
+/// is recorded on a host; where the innermost scalar frame leaves loops to
+/// its driver's host, the frame is marked and the trace unwound with
+/// [`LoopOnHost`] (or, where panics abort, `Some` of an error); `None`
+/// where the loop is unrolled.
 fn hosted_loop(
     on_host: impl FnOnce(&'static dyn Host) -> Result<Vec<Tracer>>,
 ) -> Option<Result<Vec<Tracer>>> {
@@ -293,11 +302,13 @@ fn hosted_loop(
     STACK.with(|s| {
         let mut stack = s.borrow_mut();
         let top = stack.last_mut()?;
-        top.host_loops.then(|| {
-            top.saw_loop = true;
-            Err(LOOP_ON_HOST)
-        })
-    })
+        top.saw_loop |= top.host_loops;
+        top.host_loops.then_some(())
+    })?;
+    if cfg!(panic = "unwind") {
+        std::panic::resume_unwind(Box::new(LoopOnHost));
+    }
+    Some(Err(LOOP_ON_HOST))
 }
 
 /// Resolves `t` to a value of the top frame, capturing it if it belongs to
@@ -495,9 +506,10 @@ where
 
 /// [`trace_builder`] for a driver that traces code with loops on a
 /// [`Host`] instead: a loop ([`crate::fold`], [`crate::while_loop`]) met
-/// in this frame is not unrolled but answered with an error
-/// ([`LOOP_ON_HOST`]), and the second result says that one was met (also
-/// where the code swallowed that error), so the driver traces again on
+/// in this frame is not unrolled; the trace unwinds with [`LoopOnHost`],
+/// which the caller catches (or, where panics abort, the loop returns
+/// [`LOOP_ON_HOST`] and the second result says that one was met, also
+/// where the code swallowed that error), and the driver traces again on
 /// its host.
 pub(crate) fn trace_builder_hosting<F>(f: F, x: &[f64]) -> (Result<TracedBuilder>, bool)
 where
@@ -507,7 +519,9 @@ where
 }
 
 /// The error a loop returns in the first trace of a driver that traces
-/// code with loops on a [`Host`]; the driver then traces again there.
+/// code with loops on a [`Host`], in builds where panics abort (elsewhere
+/// the trace unwinds with [`LoopOnHost`]); the driver then traces again
+/// there.
 pub(crate) const LOOP_ON_HOST: Error = Error::Unsupported(
     "a loop in a scalar trace that is traced again on the array trace \
      (return this error from the traced function, with `?`)",
