@@ -468,7 +468,7 @@ fn an_unwrapped_fold_is_hosted() {
 fn compares_first<T: Real>(p: &[T]) -> Result<T> {
     let mut x = p[0];
     let mut halvings = 0;
-    while !(x < 1.0) {
+    while x >= 1.0 {
         x = x * 0.5;
         halvings += 1;
         assert!(halvings < 64, "runaway halving");
