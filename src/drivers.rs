@@ -1163,6 +1163,11 @@ fn hessian_flat<T: Real>(
 /// this function does not refuse on its own). Infinite or NaN derivatives
 /// (IEEE limits at singular points) are returned as they are.
 ///
+/// Loops: at `f64` points, a function with [`crate::fold`] or
+/// [`crate::while_loop`] is traced on the array trace, each loop one
+/// instruction that carries the jets, as [`gradient`] says; `f` is then
+/// called two or three times.
+///
 /// # Errors
 ///
 /// [`Error::ForeignTracer`] if `f` used a tracer from a finished trace;
@@ -1193,7 +1198,7 @@ fn hessian_flat<T: Real>(
 /// let d = derivative::<U40, _, _>(|x| x.sin(), x).unwrap();
 /// assert_relative_eq!(d[40], x.sin(), max_relative = 1e-12);
 /// ```
-pub fn derivative<N, T, R>(f: impl FnOnce(Tracer) -> R, x: T) -> Result<GenericArray<T, Add1<N>>>
+pub fn derivative<N, T, R>(mut f: impl FnMut(Tracer) -> R, x: T) -> Result<GenericArray<T, Add1<N>>>
 where
     N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
@@ -1202,7 +1207,20 @@ where
 {
     if is_f64::<T>() {
         let x = x.primal();
-        let mut t = traced_univariate(f, x, N::to_usize())?;
+        let order = N::to_usize();
+        let mut g = |t: &[Tracer]| f(t[0]).into_traced();
+        let traced = trace_or_host(&mut g, &[x], |p| {
+            crate::array::Directional::from_program(p, 1, order)
+        })?;
+        let mut t = match traced {
+            Code::Scalar(t) => TaylorProgram::new(&t.finish().program, order)?,
+            Code::Hosted(mut d) => {
+                // Code with loops: the jets carried through the loops.
+                let mut out = GenericArray::<f64, Add1<N>>::default();
+                d.eval(&[x], &[1.0], &mut out)?;
+                return Ok(cast_array(&out));
+            }
+        };
         let mut d = GenericArray::<f64, Add1<N>>::default();
         univariate(&mut t, x, &mut d, None)?;
         return Ok(cast_array(&d));

@@ -560,3 +560,26 @@ fn hvp_at_traces_again_where_a_guard_fails() {
     );
     assert!(vec_err(&again, &want) < 1e-10, "{again:?} vs {want:?}");
 }
+
+#[test]
+fn derivative_along_a_line_through_the_loop() {
+    use num_dual::Dual3_64;
+    use optic_ad::typenum::U3;
+    let steps = 2000;
+    let along = |t: optic_ad::Tracer| {
+        let p: Vec<optic_ad::Tracer> = P0.iter().zip(&V).map(|(&p, &v)| t * v + p).collect();
+        loss(&p, steps)
+    };
+    let d = optic_ad::derivative::<U3, _, _>(along, 0.0).unwrap();
+    let x: Vec<Dual3_64> = P0
+        .iter()
+        .zip(&V)
+        .map(|(&p, &v)| Dual3_64::new(p, v, 0.0, 0.0))
+        .collect();
+    let want = loss(&x, steps).unwrap();
+    let want = [want.re, want.v1, want.v2, want.v3];
+    assert!(vec_err(&d, &want) < 1e-10, "{d:?} vs {want:?}");
+    // The same as `taylor` along the line.
+    let t = optic_ad::taylor::<U3, _, _>(|p| loss(p, steps), &P0, &V).unwrap();
+    assert!(vec_err(&d, &t) < 1e-12, "{d:?} vs {t:?}");
+}
