@@ -566,6 +566,8 @@ fn fuzz_drivers() {
         let _ = gradient(gl, &x);
         let _ = hvp(gl, &x, &v);
         let _ = hessian(gl, &x);
+        let _ = taylor::<U4, _, _>(gl, &x, &v);
+        let _ = derivative::<U3, _, _>(|t: Tracer| gl(&[t]), x0);
         if let Ok(mut gr) = Gradient::new(gl, &x) {
             let _ = gr.eval(&v, &mut vec![0.0; v.len()]);
             let _ = gr.eval_at(&v);
