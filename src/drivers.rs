@@ -1026,7 +1026,9 @@ fn hvp_flat<T: Real>(
 /// thread pool (one thread per core by default). To limit it, set the
 /// environment variable `RAYON_NUM_THREADS` (1 for none), or call
 /// `hessian` inside `rayon::ThreadPool::install` of a pool of your own.
-/// Other points run on the calling thread.
+/// Other points, and functions with loops (traced on the array trace, as
+/// [`gradient`] says, their columns one product at a time), run on the
+/// calling thread.
 ///
 /// # Errors
 ///
@@ -1943,6 +1945,12 @@ const POLARISATION: [(f64, f64, f64); 4] = [
 /// (comparisons and value reads outside the loops see them); and, where
 /// that cannot hold the loop (a comparison or a value read inside its
 /// body), once more on the scalar trace with the loop unrolled.
+///
+/// So the function must be safe to stop at a loop and run again: the
+/// unwinding drops what it holds, as a panic would, so a `Mutex` guard held
+/// across the loop call is poisoned, and state moved out before the loop
+/// and put back after it stays moved out for the next call. Keep such
+/// state outside the traced function (or take it after the loop).
 ///
 /// # Example
 ///

@@ -23,16 +23,19 @@ use crate::error::{Error, Result};
 /// loop backwards over them, recomputing each step's inner values from its
 /// carry, and second and higher derivatives
 /// ([`crate::array::Hvp`], [`crate::array::nest`], Taylor mode) apply
-/// the same rules to those loops. The compiled scalar drivers
-/// [`crate::Gradient`] and [`crate::Hvp`] take code with loops there too:
-/// a loop met on their first (scalar) trace sends the function to the
+/// the same rules to those loops. The scalar drivers [`crate::Gradient`],
+/// [`crate::Hvp`], [`crate::gradient`], [`crate::value_and_gradient`],
+/// [`crate::hvp`], [`crate::hessian`], [`crate::taylor`] and
+/// [`crate::derivative`] (at `f64` points) take code with loops there
+/// too: a loop met on their first (scalar) trace sends the function to the
 /// array trace, with its scalar tracers standing for the array trace's
 /// scalars, so `Gradient::new(|p| loss(p, n), &p0)` builds one loop
-/// instruction whatever `n`. Elsewhere on the scalar trace
-/// ([`crate::Tracer`]: the one-shot drivers [`crate::gradient`],
-/// [`crate::hvp`], …, which trace once, and traces nested in others) the
-/// loop is unrolled, one copy of the body per step; so is a loop whose body
-/// compares values, which the compiled drivers then trace that way.
+/// instruction whatever `n` (see [`crate::Gradient`] for how, and what it
+/// asks of the function). Elsewhere on the scalar trace ([`crate::Tracer`]:
+/// [`crate::jvp`], [`crate::vjp`], [`crate::jacobian`], [`crate::d3`],
+/// which trace once, and traces nested in others) the loop is unrolled,
+/// one copy of the body per step; so is a loop whose body compares or reads
+/// values, which the drivers above then trace that way.
 ///
 /// Shapes: the carry holds `K ≥ 1` scalars (a [`Carry`]: any
 /// [`Differentiable`](crate::Differentiable) value, such as a scalar,

@@ -583,3 +583,25 @@ fn derivative_along_a_line_through_the_loop() {
     let t = optic_ad::taylor::<U3, _, _>(|p| loss(p, steps), &P0, &V).unwrap();
     assert!(vec_err(&d, &t) < 1e-12, "{d:?} vs {t:?}");
 }
+
+/// A loop in a `Drop` of the traced code, run while the first trace
+/// unwinds at the function's own loop: unrolled there (a second unwinding
+/// would abort the process).
+struct FoldsOnDrop(optic_ad::Tracer);
+
+impl Drop for FoldsOnDrop {
+    fn drop(&mut self) {
+        let _ = fold(2, [self.0], |[c]: [optic_ad::Tracer; 1]| [c * 2.0]);
+    }
+}
+
+#[test]
+fn a_loop_in_a_drop_during_the_unwinding_is_unrolled() {
+    let f = |p: &[optic_ad::Tracer]| {
+        let _d = FoldsOnDrop(p[0]);
+        loss(p, 20)
+    };
+    let g = optic_ad::gradient(f, &P0).unwrap();
+    let want = gradient_dual(|p| loss(p, 20), &P0);
+    assert!(vec_err(&g, &want) < 1e-10, "{g:?} vs {want:?}");
+}

@@ -299,11 +299,15 @@ fn hosted_loop(
     if let Some(host) = active_host() {
         return Some(on_host(host));
     }
+    // While the thread unwinds already (a loop in a `Drop` of the traced
+    // code), a second unwinding would abort the process: the loop is
+    // unrolled there instead.
+    let panicking = std::thread::panicking();
     STACK.with(|s| {
         let mut stack = s.borrow_mut();
         let top = stack.last_mut()?;
         top.saw_loop |= top.host_loops;
-        top.host_loops.then_some(())
+        (top.host_loops && !panicking).then_some(())
     })?;
     if cfg!(panic = "unwind") {
         std::panic::resume_unwind(Box::new(LoopOnHost));
