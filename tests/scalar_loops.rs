@@ -410,9 +410,21 @@ fn one_shot_drivers_take_loops_too() {
     assert_eq!(calls, 2);
 }
 
+/// `[f, f′, f″, f‴]` of `t ↦ loss(P0 + t V, steps)` at 0 by num-dual's
+/// third-order dual numbers through the plain loop.
+fn dual3_along_v(steps: usize) -> [f64; 4] {
+    use num_dual::Dual3_64;
+    let x: Vec<Dual3_64> = P0
+        .iter()
+        .zip(&V)
+        .map(|(&p, &v)| Dual3_64::new(p, v, 0.0, 0.0))
+        .collect();
+    let y = loss(&x, steps).unwrap();
+    [y.re, y.v1, y.v2, y.v3]
+}
+
 #[test]
 fn taylor_along_a_line_through_the_loop() {
-    use num_dual::Dual3_64;
     use optic_ad::typenum::U3;
     let steps = 2000;
     let mut calls = 0;
@@ -426,14 +438,7 @@ fn taylor_along_a_line_through_the_loop() {
     )
     .unwrap();
     assert_eq!(calls, 2, "one scalar trace stopped at the loop, one hosted");
-    // num-dual's third-order dual numbers through the plain loop.
-    let x: Vec<Dual3_64> = P0
-        .iter()
-        .zip(&V)
-        .map(|(&p, &v)| Dual3_64::new(p, v, 0.0, 0.0))
-        .collect();
-    let want = loss(&x, steps).unwrap();
-    let want = [want.re, want.v1, want.v2, want.v3];
+    let want = dual3_along_v(steps);
     assert!(vec_err(&d, &want) < 1e-10, "{d:?} vs {want:?}");
 }
 
@@ -563,7 +568,6 @@ fn hvp_at_traces_again_where_a_guard_fails() {
 
 #[test]
 fn derivative_along_a_line_through_the_loop() {
-    use num_dual::Dual3_64;
     use optic_ad::typenum::U3;
     let steps = 2000;
     let along = |t: optic_ad::Tracer| {
@@ -571,13 +575,7 @@ fn derivative_along_a_line_through_the_loop() {
         loss(&p, steps)
     };
     let d = optic_ad::derivative::<U3, _, _>(along, 0.0).unwrap();
-    let x: Vec<Dual3_64> = P0
-        .iter()
-        .zip(&V)
-        .map(|(&p, &v)| Dual3_64::new(p, v, 0.0, 0.0))
-        .collect();
-    let want = loss(&x, steps).unwrap();
-    let want = [want.re, want.v1, want.v2, want.v3];
+    let want = dual3_along_v(steps);
     assert!(vec_err(&d, &want) < 1e-10, "{d:?} vs {want:?}");
     // The same as `taylor` along the line.
     let t = optic_ad::taylor::<U3, _, _>(|p| loss(p, steps), &P0, &V).unwrap();
