@@ -1789,21 +1789,6 @@ fn directional_program<T: Real, R: IntoTraced<Tracer>>(
     Ok((univariate_program(&p, order)?, inputs))
 }
 
-/// Traces a scalar function of several variables at `x` and builds its
-/// Taylor program of degree `order`.
-fn traced_multivariate<R: IntoTraced<Tracer>>(
-    f: impl FnOnce(&[Tracer]) -> R,
-    x: &[f64],
-    order: usize,
-) -> Result<TaylorProgram> {
-    check_nonempty("taylor", x.len())?;
-    let traced = trace_fallible(scalar(f), x)?;
-    if !traced.captures.is_empty() {
-        return Err(Error::CapturedOutsideTrace(traced.captures.len()));
-    }
-    TaylorProgram::new(&traced.program, order)
-}
-
 /// The jet of `f(x + t v)` (normalised coefficients) into `out`, with
 /// `inputs` as the buffer of input jets.
 fn directional_jet(
@@ -1847,6 +1832,11 @@ fn directional_jet(
 ///
 /// Shapes: `x`, `u`, `v` and `w` have the same length `n ≥ 1`.
 ///
+/// Loops: at `f64` points, a function with [`crate::fold`] or
+/// [`crate::while_loop`] is traced on the array trace, each loop one
+/// instruction that carries the jets, as [`gradient`] says; `f` is then
+/// called two or three times.
+///
 /// # Errors
 ///
 /// As [`taylor()`]: [`Error::EmptyInput`], [`Error::LengthMismatch`],
@@ -1869,7 +1859,7 @@ where
     Qu: Point<Scalar = P::Scalar> + ?Sized,
     Qv: Point<Scalar = P::Scalar> + ?Sized,
     Qw: Point<Scalar = P::Scalar> + ?Sized,
-    F: FnOnce(&P::Arg<Tracer>) -> R,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
     let leaves = x.leaves();
@@ -1880,15 +1870,16 @@ where
         direction_leaves("direction v", x, &mut shape, v)?,
         direction_leaves("direction w", x, &mut shape, w)?,
     );
-    d3_flat(on_leaves(x, f), &leaves, &u, &v, &w)
+    d3_flat(on_leaves_mut(x, f), &leaves, &u, &v, &w)
 }
 
-fn d3_flat<T, F, R>(f: F, x: &[T], u: &[T], v: &[T], w: &[T]) -> Result<T>
-where
-    T: Real,
-    F: FnOnce(&[Tracer]) -> R,
-    R: IntoTraced<Tracer>,
-{
+fn d3_flat<T: Real>(
+    mut f: impl FnMut(&[Tracer]) -> Result<Tracer>,
+    x: &[T],
+    u: &[T],
+    v: &[T],
+    w: &[T],
+) -> Result<T> {
     check_nonempty("d3", x.len())?;
     if !is_f64::<T>() {
         let n = x.len();
@@ -1904,7 +1895,26 @@ where
         return Ok(total / 24.0 + 0.0);
     }
     let (x, u, v, w) = (primals(x), primals(u), primals(v), primals(w));
-    let mut t = traced_multivariate(f, &x, 3)?;
+    let n = x.len();
+    let traced = trace_or_host(&mut f, &x, |p| {
+        crate::array::Directional::from_program(p, n, 3)
+    })?;
+    let mut t = match traced {
+        Code::Scalar(t) => TaylorProgram::new(&t.finish().program, 3)?,
+        Code::Hosted(mut d) => {
+            // Code with loops: the jets carried through the loops.
+            let (mut dir, mut out, mut total) = (vec![0.0; n], [0.0; 4], 0.0);
+            for (sv, sw, sign) in POLARISATION {
+                for (i, d) in dir.iter_mut().enumerate() {
+                    *d = u[i] + sv * v[i] + sw * w[i];
+                }
+                // g(d) = D³f[d, d, d], the third derivative.
+                d.eval(&x, &dir, &mut out)?;
+                total += sign * out[3];
+            }
+            return Ok(T::cst(total / 24.0 + 0.0));
+        }
+    };
     let (mut inputs, mut dir) = (Vec::new(), vec![0.0; x.len()]);
     let mut total = 0.0;
     for (sv, sw, sign) in POLARISATION {

@@ -25,15 +25,16 @@ use crate::error::{Error, Result};
 /// ([`crate::array::Hvp`], [`crate::array::nest`], Taylor mode) apply
 /// the same rules to those loops. The scalar drivers [`crate::Gradient`],
 /// [`crate::Hvp`], [`crate::gradient`], [`crate::value_and_gradient`],
-/// [`crate::hvp`], [`crate::hessian`], [`crate::taylor`] and
-/// [`crate::derivative`] (at `f64` points) take code with loops there
+/// [`crate::hvp`], [`crate::hessian`], [`crate::taylor`],
+/// [`crate::derivative`] and [`crate::d3`] (at `f64` points) take code
+/// with loops there
 /// too: a loop met on their first (scalar) trace sends the function to the
 /// array trace, with its scalar tracers standing for the array trace's
 /// scalars, so `Gradient::new(|p| loss(p, n), &p0)` builds one loop
 /// instruction whatever `n` (see [`crate::Gradient`] for how, and what it
 /// asks of the function). Elsewhere on the scalar trace ([`crate::Tracer`]:
-/// [`crate::jvp`], [`crate::vjp`], [`crate::jacobian`], [`crate::d3`],
-/// which trace once, and traces nested in others) the loop is unrolled,
+/// [`crate::jvp`], [`crate::vjp`], [`crate::jacobian`], which trace
+/// once, and traces nested in others) the loop is unrolled,
 /// one copy of the body per step; so is a loop whose body compares or reads
 /// values, which the drivers above then trace that way.
 ///

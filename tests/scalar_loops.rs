@@ -603,3 +603,36 @@ fn a_loop_in_a_drop_during_the_unwinding_is_unrolled() {
     let want = gradient_dual(|p| loss(p, 20), &P0);
     assert!(vec_err(&g, &want) < 1e-10, "{g:?} vs {want:?}");
 }
+
+#[test]
+fn third_derivatives_through_the_loop() {
+    use optic_ad::Tracer;
+    let steps = 50;
+    // Along one direction: the third derivative of num-dual's line.
+    let d = optic_ad::d3(|p| loss(p, steps), &P0, &V, &V, &V).unwrap();
+    let want = dual3_along_v(steps)[3];
+    assert!(
+        (d - want).abs() <= 1e-10 * want.abs().max(1.0),
+        "{d} vs {want}"
+    );
+    // Mixed: D³f[u, v, w] = ∂ᵤ (wᵀ H v), with H v by the unrolled scalar
+    // trace (a driver at tracer points) and ∂ᵤ by `jvp`.
+    let u = [0.02, 0.001, -0.01, 0.002, 0.3, -0.1];
+    let w = [-0.01, 0.003, 0.02, -0.001, 0.2, 0.4];
+    let got = optic_ad::d3(|p| loss(p, steps), &P0, &u, &V, &w).unwrap();
+    let (_, du) = optic_ad::jvp(
+        |q: &[Tracer]| -> Result<Vec<Tracer>> {
+            let v: Vec<Tracer> = V.iter().map(|&c| Tracer::cst(c)).collect();
+            let hv = optic_ad::hvp(|p| loss(p, steps), q, &v[..])?;
+            Ok(vec![hv.iter().zip(&w).map(|(&h, &wi)| h * wi).sum()])
+        },
+        &P0,
+        &u,
+    )
+    .unwrap();
+    assert!(
+        (got - du[0]).abs() <= 1e-10 * du[0].abs().max(1.0),
+        "{got} vs {}",
+        du[0]
+    );
+}
