@@ -478,6 +478,26 @@ fn trace_or_host<H>(
     Ok(Code::Scalar(t))
 }
 
+/// The Taylor program of degree `order` of `f` traced at the `f64` point
+/// `x`: from the scalar trace, or, for a function with loops, the array
+/// trace's directional Taylor program, whose loops carry the jets
+/// ([`trace_or_host`]).
+fn taylor_or_host(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
+    x: &[f64],
+    order: usize,
+) -> Result<Code<TaylorProgram, crate::array::Directional>> {
+    let n = x.len();
+    Ok(
+        match trace_or_host(f, x, |p| {
+            crate::array::Directional::from_program(p, n, order)
+        })? {
+            Code::Scalar(t) => Code::Scalar(TaylorProgram::new(&t.finish().program, order)?),
+            Code::Hosted(d) => Code::Hosted(d),
+        },
+    )
+}
+
 /// The output blocks of [`gradient_program`]: `f(x)` (block 0, one
 /// value), then `∇f`.
 mod gradient_blocks {
@@ -1211,11 +1231,8 @@ where
         let x = x.primal();
         let order = N::to_usize();
         let mut g = |t: &[Tracer]| f(t[0]).into_traced();
-        let traced = trace_or_host(&mut g, &[x], |p| {
-            crate::array::Directional::from_program(p, 1, order)
-        })?;
-        let mut t = match traced {
-            Code::Scalar(t) => TaylorProgram::new(&t.finish().program, order)?,
+        let mut t = match taylor_or_host(&mut g, &[x], order)? {
+            Code::Scalar(t) => t,
             Code::Hosted(mut d) => {
                 // Code with loops: the jets carried through the loops.
                 let mut out = GenericArray::<f64, Add1<N>>::default();
@@ -1736,13 +1753,9 @@ where
     check_len("direction v", x.len(), v.len())?;
     if is_f64::<T>() {
         let (x, v) = (primals(x), primals(v));
-        let (n, order) = (x.len(), N::to_usize());
         let mut g = |t: &[Tracer]| f(t).into_traced();
-        let traced = trace_or_host(&mut g, &x, |p| {
-            crate::array::Directional::from_program(p, n, order)
-        })?;
-        let mut t = match traced {
-            Code::Scalar(t) => TaylorProgram::new(&t.finish().program, order)?,
+        let mut t = match taylor_or_host(&mut g, &x, N::to_usize())? {
+            Code::Scalar(t) => t,
             Code::Hosted(mut d) => {
                 // Code with loops: the jets carried through the loops.
                 let mut out = GenericArray::<f64, Add1<N>>::default();
@@ -1896,11 +1909,8 @@ fn d3_flat<T: Real>(
     }
     let (x, u, v, w) = (primals(x), primals(u), primals(v), primals(w));
     let n = x.len();
-    let traced = trace_or_host(&mut f, &x, |p| {
-        crate::array::Directional::from_program(p, n, 3)
-    })?;
-    let mut t = match traced {
-        Code::Scalar(t) => TaylorProgram::new(&t.finish().program, 3)?,
+    let mut t = match taylor_or_host(&mut f, &x, 3)? {
+        Code::Scalar(t) => t,
         Code::Hosted(mut d) => {
             // Code with loops: the jets carried through the loops.
             let (mut dir, mut out, mut total) = (vec![0.0; n], [0.0; 4], 0.0);
@@ -1986,6 +1996,10 @@ pub struct Gradient<F> {
     code: GradientCode,
     regs: Registers,
     out: Vec<f64>,
+    /// For a function with loops, its gradient program on the scalar trace
+    /// with the loops unrolled, built on the first [`Gradient::eval_at`]
+    /// at points other than `f64`.
+    unrolled: Option<Executable>,
 }
 
 /// A compiled gradient's program: `x ↦ (f(x), ∇f(x))` from the scalar
@@ -2023,6 +2037,7 @@ where
             out: vec![0.0; x0.len() + 1],
             code,
             regs: Registers::new(),
+            unrolled: None,
         })
     }
 }
@@ -2077,6 +2092,7 @@ where
             out: vec![0.0; n + 1],
             code,
             regs: Registers::new(),
+            unrolled: None,
         })
     }
 
@@ -2094,7 +2110,10 @@ where
         let (x, new_data) = self.f.take_leaves("Gradient: point", p)?;
         if new_data {
             match Self::build(&self.f, &x) {
-                Ok(code) => self.code = code,
+                Ok(code) => {
+                    self.code = code;
+                    self.unrolled = None;
+                }
                 Err(e) => {
                     self.f.restore(x);
                     return Err(e);
@@ -2148,7 +2167,8 @@ impl<F: LeafFunction> Gradient<F> {
     ///
     /// Where `f` has loops (its program is on the array trace), a point
     /// other than `f64` is served by `f` traced again on the scalar
-    /// trace with its loops unrolled, at each call.
+    /// trace with its loops unrolled, once (the program is kept for later
+    /// calls).
     ///
     /// # Errors
     ///
@@ -2177,7 +2197,13 @@ impl<F: LeafFunction> Gradient<F> {
                 let y = self.eval(&primals(x), &mut grad)?;
                 return Ok((T::cst(y), grad.into_iter().map(T::cst).collect()));
             }
-            let mut out = Self::build_unrolled(&self.f, &primals(x))?.eval(x)?;
+            let f = &self.f;
+            let xs = primals(x);
+            let p = match &mut self.unrolled {
+                Some(p) => p,
+                None => self.unrolled.insert(Self::build_unrolled(f, &xs)?),
+            };
+            let mut out = run_or_retrace(p, || Self::build_unrolled(f, &xs), |p| p.eval(x))?;
             let grad = out.split_off(1);
             return Ok((out[0], grad));
         }
@@ -2299,6 +2325,10 @@ pub struct Hvp<F> {
     f: F,
     n: usize,
     code: HvpCode,
+    /// For a function with loops, its split on the scalar trace with the
+    /// loops unrolled, built on the first [`Hvp::hvp_at`] at points other
+    /// than `f64`.
+    unrolled: Option<HvpSplit>,
     linearized: bool,
     /// Lane buffers of [`Hvp::apply_many`]: directions in, products out.
     lane_in: Vec<[f64; LANES]>,
@@ -2418,6 +2448,7 @@ where
             linearized: false,
             lane_in: Vec::new(),
             lane_out: Vec::new(),
+            unrolled: None,
         })
     }
 }
@@ -2473,6 +2504,7 @@ where
             linearized: false,
             lane_in: Vec::new(),
             lane_out: Vec::new(),
+            unrolled: None,
         })
     }
 
@@ -2489,6 +2521,7 @@ where
         let (x, new_data) = self.f.take_leaves("Hvp: point", p)?;
         if new_data {
             self.linearized = false;
+            self.unrolled = None;
             match HvpSplit::build(&self.f, &x) {
                 Ok(code) => self.code = code,
                 Err(e) => {
@@ -2715,7 +2748,8 @@ impl<F: LeafFunction> Hvp<F> {
     /// As for [`Gradient::eval_at`], `f` must not close over tracers of an
     /// enclosing trace; call [`hvp`] inside the trace for such closures;
     /// and where `f` has loops, a point other than `f64` is served by `f`
-    /// traced again on the scalar trace with its loops unrolled.
+    /// traced again on the scalar trace with its loops unrolled, once (the
+    /// programs are kept for later calls).
     ///
     /// # Errors
     ///
@@ -2738,6 +2772,21 @@ impl<F: LeafFunction> Hvp<F> {
         check_len("Hvp: v", self.n, v.len())?;
         let f = &self.f;
         let n = self.n;
+        if let (Code::Hosted(_), false) = (&self.code, is_f64::<T>()) {
+            let xs = primals(x);
+            let s = match &mut self.unrolled {
+                Some(s) => s,
+                None => self.unrolled.insert(HvpSplit::build_unrolled(f, &xs)?),
+            };
+            return run_or_retrace(
+                s,
+                || HvpSplit::build_unrolled(f, &xs),
+                |s| {
+                    let (_, m) = s.staged.run(HvpSplit::LEFT, &[], x)?;
+                    Ok(s.staged.run(HvpSplit::RIGHT, &m, v)?.0)
+                },
+            );
+        }
         let mut rebuilt = false;
         let hv = run_or_retrace(
             &mut self.code,

@@ -459,6 +459,7 @@ fn an_unwrapped_fold_is_hosted() {
     let mut grad = [0.0];
     g.eval(&[1.0], &mut grad).unwrap();
     assert!((grad[0] - 1.1f64.powi(10)).abs() < 1e-13, "{grad:?}");
+    // f(x) = 1.1¹⁰ x is linear: H = 0.
     let mut h = Hvp::new(unwrapping::<optic_ad::Tracer>, &[1.0]).unwrap();
     h.linearize(&[1.0]).unwrap();
     let mut hv = [1.0];
@@ -527,18 +528,24 @@ fn a_value_read_in_a_loop_body_is_unrolled() {
     );
 }
 
+/// A loop whose trip count depends on the point: `x ← 0.99 x + p₁` while
+/// `x > 1`.
+fn shrinking<T: Real>(p: &[T]) -> Result<T> {
+    let [x] = while_loop(
+        10_000,
+        [p[0]],
+        |[x]| *x > 1.0,
+        |[x]: [T; 1]| [x * 0.99 + p[1]],
+    )?;
+    Ok(x * x)
+}
+
 #[test]
 fn hvp_at_traces_again_where_a_guard_fails() {
     let calls = std::cell::Cell::new(0);
-    let f = |p: &[optic_ad::Tracer]| -> Result<optic_ad::Tracer> {
+    let f = |p: &[optic_ad::Tracer]| {
         calls.set(calls.get() + 1);
-        let [x] = while_loop(
-            10_000,
-            [p[0]],
-            |[x]| *x > 1.0,
-            |[x]: [_; 1]| [x * 0.99 + p[1]],
-        )?;
-        Ok(x * x)
+        shrinking(p)
     };
     let mut h = Hvp::new(f, &[8.0, 0.0]).unwrap();
     assert!(h.array_program().is_some());
@@ -550,20 +557,33 @@ fn hvp_at_traces_again_where_a_guard_fails() {
     assert_eq!(calls.get(), 0, "no trace on the second call");
     assert_eq!(first, again);
     assert!(h.array_program().is_some());
-    let want = hvp_dual(
-        |p| {
-            let [x] = while_loop(
-                10_000,
-                [p[0]],
-                |[x]| *x > 1.0,
-                |[x]: [HyperDual64; 1]| [x * 0.99 + p[1]],
-            )?;
-            Ok(x * x)
-        },
-        &[100.0, 0.0],
-        &[1.0, 0.0],
-    );
+    let want = hvp_dual(shrinking, &[100.0, 0.0], &[1.0, 0.0]);
     assert!(vec_err(&again, &want) < 1e-10, "{again:?} vs {want:?}");
+}
+
+#[test]
+fn other_scalars_trace_the_unrolled_programs_once() {
+    let calls = std::cell::Cell::new(0);
+    let f = |p: &[optic_ad::Tracer]| {
+        calls.set(calls.get() + 1);
+        shrinking(p)
+    };
+    let mut g = Gradient::new(f, &[8.0, 0.5]).unwrap();
+    let mut h = Hvp::new(f, &[8.0, 0.5]).unwrap();
+    let at = [Dual64::new(8.0, 1.0), Dual64::new(0.5, 0.0)];
+    let dir = [Dual64::new(1.0, 0.0), Dual64::new(0.0, 0.0)];
+    let (g1, h1) = (g.eval_at(&at).unwrap(), h.hvp_at(&at, &dir).unwrap());
+    calls.set(0);
+    let (g2, h2) = (g.eval_at(&at).unwrap(), h.hvp_at(&at, &dir).unwrap());
+    assert_eq!(calls.get(), 0, "the unrolled programs are kept");
+    assert_eq!(g1.1, g2.1);
+    assert_eq!(h1, h2);
+    // ∂/∂x₀ of the gradient (the dual parts) is the first Hessian column.
+    let col: Vec<f64> = g2.1.iter().map(|d| d.eps).collect();
+    let want = hvp_dual(shrinking, &[8.0, 0.5], &[1.0, 0.0]);
+    assert!(vec_err(&col, &want) < 1e-10, "{col:?} vs {want:?}");
+    let hv: Vec<f64> = h2.iter().map(|d| d.re).collect();
+    assert!(vec_err(&hv, &want) < 1e-10, "{hv:?} vs {want:?}");
 }
 
 #[test]

@@ -697,7 +697,10 @@ macro_rules! tracer_binop {
         impl $tr for Tracer {
             type Output = Tracer;
             fn $m(self, rhs: Tracer) -> Tracer {
-                apply(Prim::$p, 0, &[self, rhs])
+                match active_host() {
+                    Some(host) => host.apply_prim(Prim::$p, 0, &[self, rhs]),
+                    None => record([self, rhs], |b, [x, y]| b.apply(Prim::$p, 0, &[x, y])),
+                }
             }
         }
         impl $tr<f64> for Tracer {
@@ -740,7 +743,10 @@ tracer_binop!(Div, div, DivAssign, div_assign, Div);
 impl Neg for Tracer {
     type Output = Tracer;
     fn neg(self) -> Tracer {
-        apply(Prim::Neg, 0, &[self])
+        match active_host() {
+            Some(host) => host.apply_prim(Prim::Neg, 0, &[self]),
+            None => record([self], |b, [a]| b.neg(a)),
+        }
     }
 }
 
