@@ -10,7 +10,7 @@
 //! different levels therefore never mix. A tracer whose trace is no longer
 //! active is detected and reported as [`Error::ForeignTracer`].
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::ops::{Add, AddAssign, Div, DivAssign, Mul, MulAssign, Neg, Sub, SubAssign};
@@ -229,6 +229,10 @@ thread_local! {
     /// that were on the stack when it began: a scalar frame pushed later
     /// (a map body, a driver called inside the hosted code) is inner to it.
     static HOSTS: RefCell<Vec<(usize, &'static dyn Host)>> = const { RefCell::new(Vec::new()) };
+    /// The length of `HOSTS`, read first by every tracer operation: a
+    /// `Cell` read, where the common case (no host) would otherwise borrow
+    /// the `RefCell` on each operation.
+    static N_HOSTS: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Ends a hosting on drop (also when the hosted code panics).
@@ -239,6 +243,7 @@ impl Drop for Hosting {
         HOSTS.with(|h| {
             if let Ok(mut h) = h.try_borrow_mut() {
                 h.pop();
+                N_HOSTS.with(|n| n.set(h.len()));
             }
         });
     }
@@ -248,12 +253,20 @@ impl Drop for Hosting {
 /// wherever no scalar frame is inner to it.
 pub(crate) fn begin_hosting(host: &'static dyn Host) -> Hosting {
     let depth = STACK.with(|s| s.borrow().len());
-    HOSTS.with(|h| h.borrow_mut().push((depth, host)));
+    HOSTS.with(|h| {
+        let mut h = h.borrow_mut();
+        h.push((depth, host));
+        N_HOSTS.with(|n| n.set(h.len()));
+    });
     Hosting(())
 }
 
 /// The host that records new values, if the innermost trace is hosted.
+#[inline]
 fn active_host() -> Option<&'static dyn Host> {
+    if N_HOSTS.with(Cell::get) == 0 {
+        return None;
+    }
     let (depth, host) = HOSTS.with(|h| h.borrow().last().copied())?;
     let scalar_frames = STACK.with(|s| s.borrow().len());
     (scalar_frames <= depth).then_some(host)
