@@ -673,10 +673,10 @@ fn bench_arrays_rosenbrock(c: &mut Criterion) {
     g.sample_size(10);
     for n in [10_000usize, 100_000, 1_000_000, 10_000_000] {
         let (x, v) = point(n);
-        let mut grad = array::Gradient::new(rosenbrock_array, &x).unwrap();
+        let mut grad = optic_ad::Gradient::array(rosenbrock_array, &x).unwrap();
         let mut out = vec![0.0; n];
         grad.eval(&x, &mut out).unwrap();
-        let mut h = array::Hvp::new(rosenbrock_array, &x).unwrap();
+        let mut h = optic_ad::Hvp::array(rosenbrock_array, &x).unwrap();
         h.linearize(&x).unwrap();
         let mut hv = vec![0.0; n];
         h.apply(&v, &mut hv).unwrap();
@@ -709,7 +709,7 @@ fn bench_arrays_rosenbrock(c: &mut Criterion) {
             b.iter(|| h.eval(black_box(&x), black_box(&v), &mut hv).unwrap())
         });
         g.bench_function(format!("n={n}/build Hvp"), |b| {
-            b.iter(|| array::Hvp::new(rosenbrock_array, black_box(&x)).unwrap())
+            b.iter(|| optic_ad::Hvp::array(rosenbrock_array, black_box(&x)).unwrap())
         });
         // Taylor mode: dᵏ/dtᵏ f(x + t v), k ≤ 4, whose second entry is
         // vᵀ H v (checked against the HVP above).
@@ -742,10 +742,10 @@ fn bench_arrays_logistic(c: &mut Criterion) {
     let x: Vec<f64> = (0..n).map(|i| 0.1 * ((i as f64) * 0.9).sin()).collect();
     let v: Vec<f64> = (0..n).map(|i| ((i as f64) * 1.7).cos()).collect();
     let f = |t: &array::TArray| model::objective_array(t, &design);
-    let mut grad = array::Gradient::new(f, &x).unwrap();
+    let mut grad = optic_ad::Gradient::array(f, &x).unwrap();
     let mut out = vec![0.0; n];
     grad.eval(&x, &mut out).unwrap();
-    let mut h = array::Hvp::new(f, &x).unwrap();
+    let mut h = optic_ad::Hvp::array(f, &x).unwrap();
     h.linearize(&x).unwrap();
     let mut hv = vec![0.0; n];
     h.apply(&v, &mut hv).unwrap();
@@ -776,7 +776,7 @@ fn bench_arrays_logistic(c: &mut Criterion) {
         b.iter(|| h.eval(black_box(&x), black_box(&v), &mut hv).unwrap())
     });
     g.bench_function("build Hvp", |b| {
-        b.iter(|| array::Hvp::new(f, black_box(&x)).unwrap())
+        b.iter(|| optic_ad::Hvp::array(f, black_box(&x)).unwrap())
     });
     g.bench_function("Newton-CG fit", |b| {
         b.iter(|| model::newton_cg(&data, &model::NewtonOptions::default(), |_| {}).unwrap())
@@ -851,10 +851,10 @@ fn bench_arrays_mlp(c: &mut Criterion) {
     let f0 = mlp_loop(&theta, x.as_slice(), neg_s, d1);
     let f_dense = mlp(&Dense(theta.clone()), x, neg_s).unwrap();
     assert!(close(&[f_dense], &[f0]));
-    let mut grad = array::Gradient::new(f, &theta).unwrap();
+    let mut grad = optic_ad::Gradient::array(f, &theta).unwrap();
     let mut g_out = vec![0.0; n];
     grad.eval(&theta, &mut g_out).unwrap();
-    let mut h = array::Hvp::new(f, &theta).unwrap();
+    let mut h = optic_ad::Hvp::array(f, &theta).unwrap();
     h.linearize(&theta).unwrap();
     let mut hv = vec![0.0; n];
     h.apply(&v, &mut hv).unwrap();
@@ -895,7 +895,7 @@ fn bench_arrays_mlp(c: &mut Criterion) {
         b.iter(|| h.eval(black_box(&theta), black_box(&v), &mut hv).unwrap())
     });
     g.bench_function("build Hvp", |b| {
-        b.iter(|| array::Hvp::new(f, black_box(&theta)).unwrap())
+        b.iter(|| optic_ad::Hvp::array(f, black_box(&theta)).unwrap())
     });
     g.finish();
 }
@@ -977,10 +977,10 @@ fn bench_arrays_minimal_surface(c: &mut Criterion) {
         let v: Vec<f64> = (0..x.len()).map(|i| (i as f64 * 1.3).cos()).collect();
         let f = |t: &array::TArray| area(t, &p);
         let mut plain = SurfaceLoop::new(&p);
-        let mut grad = array::Gradient::new(f, &x).unwrap();
+        let mut grad = optic_ad::Gradient::array(f, &x).unwrap();
         let mut out = vec![0.0; x.len()];
         let value = grad.eval(&x, &mut out).unwrap();
-        let mut h = array::Hvp::new(f, &x).unwrap();
+        let mut h = optic_ad::Hvp::array(f, &x).unwrap();
         h.linearize(&x).unwrap();
         let mut hv = vec![0.0; x.len()];
         h.apply(&v, &mut hv).unwrap();
@@ -1019,7 +1019,7 @@ fn bench_arrays_minimal_surface(c: &mut Criterion) {
             b.iter(|| h.eval(black_box(&x), black_box(&v), &mut hv).unwrap())
         });
         g.bench_function(format!("N={n}/build Hvp"), |b| {
-            b.iter(|| array::Hvp::new(f, black_box(&x)).unwrap())
+            b.iter(|| optic_ad::Hvp::array(f, black_box(&x)).unwrap())
         });
     }
     g.finish();
@@ -1085,15 +1085,14 @@ fn bench_build(c: &mut Criterion) {
 /// `Real` through the scalar drivers `Gradient` and `Hvp`.
 fn bench_loops(c: &mut Criterion) {
     use lotka_volterra::{loss, loss_array, P0, V};
-    use optic_ad::array;
     let mut g = c.benchmark_group("loops_lotka_volterra");
     g.sample_size(10);
     for n in [1_000usize, 10_000, 100_000] {
         let f = move |p: &TArray| loss_array(p, n);
-        let mut grad = array::Gradient::new(f, &P0).unwrap();
+        let mut grad = optic_ad::Gradient::array(f, &P0).unwrap();
         let mut out = vec![0.0; 6];
         grad.eval(&P0, &mut out).unwrap();
-        let mut h = array::Hvp::new(f, &P0).unwrap();
+        let mut h = optic_ad::Hvp::array(f, &P0).unwrap();
         let mut hv = vec![0.0; 6];
         h.linearize(&P0).unwrap();
         h.apply(&V, &mut hv).unwrap();
@@ -1126,10 +1125,10 @@ fn bench_loops(c: &mut Criterion) {
         // The same loop as a `while_loop` on a clock: the same steps, one
         // more carried value and one comparison kept per step.
         let fw = move |p: &TArray| lotka_volterra::loss_while_array(p, n);
-        let mut grad_w = array::Gradient::new(fw, &P0).unwrap();
+        let mut grad_w = optic_ad::Gradient::array(fw, &P0).unwrap();
         let mut out_w = vec![0.0; 6];
         grad_w.eval(&P0, &mut out_w).unwrap();
-        let mut h_w = array::Hvp::new(fw, &P0).unwrap();
+        let mut h_w = optic_ad::Hvp::array(fw, &P0).unwrap();
         let mut hv_w = vec![0.0; 6];
         h_w.eval(&P0, &V, &mut hv_w).unwrap();
         assert!(close(&out_w, &gd) && close(&hv_w, &hd));
@@ -1140,10 +1139,10 @@ fn bench_loops(c: &mut Criterion) {
             b.iter(|| h_w.eval(black_box(&P0), black_box(&V), &mut hv_w).unwrap())
         });
         g.bench_function(format!("n={n}/build Gradient"), |b| {
-            b.iter(|| array::Gradient::new(f, black_box(&P0)).unwrap())
+            b.iter(|| optic_ad::Gradient::array(f, black_box(&P0)).unwrap())
         });
         g.bench_function(format!("n={n}/build Hvp"), |b| {
-            b.iter(|| array::Hvp::new(f, black_box(&P0)).unwrap())
+            b.iter(|| optic_ad::Hvp::array(f, black_box(&P0)).unwrap())
         });
         g.bench_function(format!("n={n}/num-dual gradient"), |b| {
             b.iter(|| num_dual_gradient(|x| loss(x, n).unwrap(), black_box(&P0), &mut gd, &mut buf))
@@ -1167,7 +1166,7 @@ fn bench_loops(c: &mut Criterion) {
                 .unwrap_or(1);
             let c = optic_ad::Checkpoints::Binomial(s);
             let fc = move |p: &TArray| lotka_volterra::loss_array_with(p, n, c);
-            let mut gc = array::Gradient::new(fc, &P0).unwrap();
+            let mut gc = optic_ad::Gradient::array(fc, &P0).unwrap();
             let mut oc = vec![0.0; 6];
             gc.eval(&P0, &mut oc).unwrap();
             assert_eq!(oc, out);

@@ -4,14 +4,14 @@
 //! resident set (`VmHWM` in `/proc/self/status`, Linux) per instruction of
 //! the built programs. One size per process, so each peak is its own.
 //!
-//! `array-hvp` instead builds `array::Hvp` on Rosenbrock written with the
+//! `array-hvp` instead builds `Hvp::array` on Rosenbrock written with the
 //! array API, runs three linearize + apply rounds and prints the process's
 //! whole peak resident set (the "peak RSS at n = 10⁶"), with the
 //! part that was there before the build (binary, the caller's `x`, `v`).
 //!
 //! `loop-gradient`, `loop-gradient-stored` and `loop-hvp` build
-//! `array::Gradient` (with `fold`'s default checkpointing, or keeping every
-//! carry) or `array::Hvp` on the Lotka–Volterra RK4 loss of `n` steps (one
+//! `Gradient::array` (with `fold`'s default checkpointing, or keeping every
+//! carry) or `Hvp::array` on the Lotka–Volterra RK4 loss of `n` steps (one
 //! loop instruction, `benches/lotka_volterra.rs`), evaluate three times and
 //! print the process's whole peak resident set.
 //!
@@ -49,14 +49,14 @@ fn rosenbrock<T: Real>(x: &[T]) -> T {
     s
 }
 
-/// `array::Hvp` at size `n`: three linearize + apply rounds, then the
+/// `Hvp::array` at size `n`: three linearize + apply rounds, then the
 /// process's peak resident set.
 fn array_hvp(x: &[f64]) {
     let v: Vec<f64> = (0..x.len()).map(|i| ((i as f64) * 1.3).cos()).collect();
     let mut hv = vec![0.0; x.len()];
     let before = status_kb("VmHWM:");
     let t = Instant::now();
-    let mut h = array::Hvp::new(rosenbrock_array, x).unwrap();
+    let mut h = optic_ad::Hvp::array(rosenbrock_array, x).unwrap();
     let built = t.elapsed();
     for _ in 0..3 {
         h.linearize(x).unwrap();
@@ -65,7 +65,7 @@ fn array_hvp(x: &[f64]) {
     print!(
         "array-hvp n={}: {} array instructions built in {:.1} µs",
         x.len(),
-        h.program().len(),
+        h.array_program().map_or(0, |p| p.len()),
         built.as_secs_f64() * 1e6
     );
     match (before, status_kb("VmHWM:")) {
@@ -111,7 +111,7 @@ fn loop_driver(what: &str, n: usize) {
     };
     match (kind.starts_with("loop-gradient"), scalar) {
         (true, false) => {
-            let mut g = array::Gradient::new(f, &P0).unwrap();
+            let mut g = optic_ad::Gradient::array(f, &P0).unwrap();
             built(t);
             for _ in 0..3 {
                 g.eval(&P0, &mut out).unwrap();
@@ -126,7 +126,7 @@ fn loop_driver(what: &str, n: usize) {
             }
         }
         (false, false) => {
-            let mut h = array::Hvp::new(f, &P0).unwrap();
+            let mut h = optic_ad::Hvp::array(f, &P0).unwrap();
             built(t);
             for _ in 0..3 {
                 h.linearize(&P0).unwrap();

@@ -58,7 +58,7 @@
 //! those (one per kind of triangle, with a 0/1 mask for the slice entries
 //! that wrap around a row) and two sums give `f`. On a traced array that is
 //! 21 instructions whatever `N`, and its Hessian-vector program 81.
-//! [`solve`] builds an [`array::Hvp`] once and runs a truncated Newton-CG
+//! [`solve`] builds an [`optic_ad::Hvp::array`] once and runs a truncated Newton-CG
 //! method (J. Nocedal and S. J. Wright, "Numerical Optimization", 2nd ed.,
 //! §7.1, Algorithm 7.1) with Armijo backtracking. [`run`] solves by nested
 //! iteration: grids of sizes `N`, `N/2`, `N/4`, … coarsest first, each
@@ -402,7 +402,7 @@ pub struct Solution {
     /// CG iterations in all, that is Hessian-vector products.
     pub cg_iterations: usize,
     /// Time to trace `f` and build its Hessian-vector program
-    /// ([`array::Hvp::new`]).
+    /// ([`optic_ad::Hvp::array`]).
     pub build_time: Duration,
     /// Time of the Newton-CG iteration after the build.
     pub solve_time: Duration,
@@ -502,7 +502,7 @@ impl Cg {
     /// direction.
     fn solve<F: Fn(&array::TArray) -> optic_ad::Result<array::TScalar>>(
         &mut self,
-        h: &mut array::Hvp<F>,
+        h: &mut optic_ad::Hvp<optic_ad::OnArray<F>>,
         g: &[f64],
         tol: f64,
         max_iter: usize,
@@ -545,9 +545,9 @@ impl Cg {
 /// Minimises [`area`] from `start` by a truncated Newton-CG method on
 /// Hessian-vector products of the array program.
 ///
-/// `f` is traced once ([`array::Hvp::new`]); each trial point is one
-/// [`array::Hvp::linearize`] (area and gradient), each CG iteration one
-/// [`array::Hvp::apply`]. The Newton system `H p = −g_k` is solved to the
+/// `f` is traced once ([`optic_ad::Hvp::array`]); each trial point is one
+/// [`optic_ad::Hvp::linearize`] (area and gradient), each CG iteration one
+/// [`optic_ad::Hvp::apply`]. The Newton system `H p = −g_k` is solved to the
 /// relative residual `η_k = min(½, √(‖g_k‖₂ / ‖g_0‖₂))` (the forcing
 /// sequence of Nocedal & Wright, §7.1, made independent of the scale of
 /// `f`, whose gradient shrinks like `h²`), and the step length comes from
@@ -571,7 +571,7 @@ pub fn solve(
 ) -> Result<Solution, SolveError> {
     p.check(start.len())?;
     let t_build = Instant::now();
-    let mut h = array::Hvp::new(|v| area(v, p), start)?;
+    let mut h = optic_ad::Hvp::array(|v| area(v, p), start)?;
     let build_time = t_build.elapsed();
     let t_solve = Instant::now();
 
@@ -615,7 +615,7 @@ pub fn solve(
                 cg_iterations: cg_total,
                 build_time,
                 solve_time: t_solve.elapsed(),
-                program_len: h.program().len(),
+                program_len: h.array_program().map_or(0, |p| p.len()),
             });
         }
         if k >= opts.max_iter {

@@ -15,7 +15,7 @@
 //! the step. The objective is least squares on the log counts (42
 //! residuals), the six parameters `(α, β, γ, δ, u₀, v₀)` its unknowns.
 //! Newton's method with the dense 6 × 6 Hessian (six Hessian-vector
-//! products through the loops, [`array::Hvp`]), solved by faer's Cholesky
+//! products through the loops, [`optic_ad::Hvp::array`]), solved by faer's Cholesky
 //! factorisation, damped (`H + μI`, Levenberg's rule) where the Hessian
 //! is not positive definite, with a backtracking line search (Nocedal &
 //! Wright, "Numerical Optimization", 2nd ed., §3.1 and §10.3).
@@ -32,7 +32,7 @@
 
 use faer::linalg::solvers::Solve;
 use faer::{Col, Mat, Side};
-use optic_ad::array::{self, Array, TArray, TScalar};
+use optic_ad::array::{Array, TArray, TScalar};
 use optic_ad::{fold, Real, Result};
 
 /// Runge–Kutta steps per year (`h = 1/50` year).
@@ -140,7 +140,7 @@ pub fn newton(
 ) -> std::result::Result<Fit, Box<dyn std::error::Error>> {
     let n = START.len();
     let mut p = START.to_vec();
-    let mut h = array::Hvp::new(|x: &TArray| traced_loss(x, d), &p)?;
+    let mut h = optic_ad::Hvp::array(|x: &TArray| traced_loss(x, d), &p)?;
     let mut col = vec![0.0; n];
     let mut e = vec![0.0; n];
     for k in 0..100 {

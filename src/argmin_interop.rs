@@ -55,86 +55,22 @@ use argmin::core::{CostFunction, Error as ArgminError, Gradient as ArgminGradien
 use argmin_math::ArgminDot;
 
 use crate::array::{TArray, TScalar};
-use crate::drivers::IntoTraced;
+use crate::drivers::{IntoTraced, LeafFunction, OnArray};
 use crate::error::{check_len, Result};
 use crate::program::Tracer;
 
-/// What the adapter needs of the compiled drivers: the value and gradient
-/// at a point, and Hessian-vector products at the point last linearised.
-/// Implemented by [`ScalarTrace`] and [`ArrayTrace`].
-pub trait Oracle {
-    /// `f(x)`, with `∇f(x)` written to `grad`.
-    ///
-    /// # Errors
-    ///
-    /// Those of the driver.
-    fn value_and_gradient(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64>;
-
-    /// Fixes the point of later [`Oracle::hvp`] calls.
-    ///
-    /// # Errors
-    ///
-    /// Those of the driver.
-    fn linearize(&mut self, x: &[f64]) -> Result<()>;
-
-    /// `H v` at the point last linearised, into `out`.
-    ///
-    /// # Errors
-    ///
-    /// Those of the driver.
-    fn hvp(&mut self, v: &[f64], out: &mut [f64]) -> Result<()>;
-}
-
-/// The drivers of the scalar trace, [`crate::Gradient`] and
-/// [`crate::Hvp`], for a function of `&[Tracer]`.
-pub struct ScalarTrace<F> {
+/// The compiled drivers of one function: [`crate::Gradient`] and
+/// [`crate::Hvp`], on the scalar trace or (for [`crate::OnArray`]) the
+/// array trace.
+struct Drivers<F> {
     gradient: crate::Gradient<F>,
     hvp: crate::Hvp<F>,
 }
 
-impl<F, R> Oracle for ScalarTrace<F>
-where
-    F: Fn(&[Tracer]) -> R,
-    R: IntoTraced<Tracer>,
-{
-    fn value_and_gradient(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
-        self.gradient.eval(x, grad)
-    }
-    fn linearize(&mut self, x: &[f64]) -> Result<()> {
-        self.hvp.linearize(x).map(|_| ())
-    }
-    fn hvp(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
-        self.hvp.apply(v, out)
-    }
-}
-
-/// The drivers of the array trace, [`crate::array::Gradient`] and
-/// [`crate::array::Hvp`], for a function of one [`TArray`]: one
-/// instruction per array operation, for large problems.
-pub struct ArrayTrace<F> {
-    gradient: crate::array::Gradient<F>,
-    hvp: crate::array::Hvp<F>,
-}
-
-impl<F> Oracle for ArrayTrace<F>
-where
-    F: Fn(&TArray) -> Result<TScalar>,
-{
-    fn value_and_gradient(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
-        self.gradient.eval(x, grad)
-    }
-    fn linearize(&mut self, x: &[f64]) -> Result<()> {
-        self.hvp.linearize(x)
-    }
-    fn hvp(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
-        self.hvp.apply(v, out)
-    }
-}
-
 /// The compiled programs and the point the Hessian-vector product is
 /// linearised at.
-struct Compiled<O> {
-    oracle: O,
+struct Compiled<F> {
+    oracle: Drivers<F>,
     /// The point last linearised at.
     at: Vec<f64>,
     /// The point of `value` and `grad` (empty before the first
@@ -145,13 +81,13 @@ struct Compiled<O> {
     grad: Vec<f64>,
 }
 
-impl<O: Oracle> Compiled<O> {
+impl<F: LeafFunction> Compiled<F> {
     /// `f(x)`, with `∇f(x)` in `grad`: evaluated unless `x` is the point
     /// they already hold.
     fn evaluate(&mut self, x: &[f64]) -> Result<f64> {
         if self.evaluated_at.as_slice() != x || x.is_empty() {
             self.evaluated_at.clear();
-            self.value = self.oracle.value_and_gradient(x, &mut self.grad)?;
+            self.value = self.oracle.gradient.eval(x, &mut self.grad)?;
             self.evaluated_at.extend_from_slice(x);
         }
         Ok(self.value)
@@ -165,19 +101,19 @@ impl<O: Oracle> Compiled<O> {
 ///
 /// Shapes: every parameter vector has the `n` entries of the point it
 /// was made at; the gradient has `n`.
-pub struct ArgminProblem<O> {
+pub struct ArgminProblem<F> {
     n: usize,
-    compiled: Arc<Mutex<Compiled<O>>>,
+    compiled: Arc<Mutex<Compiled<F>>>,
 }
 
-impl<O> std::fmt::Debug for ArgminProblem<O> {
+impl<F> std::fmt::Debug for ArgminProblem<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("ArgminProblem").field("n", &self.n).finish()
     }
 }
 
-impl<O> ArgminProblem<O> {
-    fn from_oracle(oracle: O, n: usize) -> Self {
+impl<F> ArgminProblem<F> {
+    fn from_drivers(oracle: Drivers<F>, n: usize) -> Self {
         ArgminProblem {
             n,
             compiled: Arc::new(Mutex::new(Compiled {
@@ -190,12 +126,12 @@ impl<O> ArgminProblem<O> {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Compiled<O>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Compiled<F>> {
         self.compiled.lock().unwrap_or_else(PoisonError::into_inner)
     }
 }
 
-impl<F, R> ArgminProblem<ScalarTrace<F>>
+impl<F, R> ArgminProblem<F>
 where
     F: Fn(&[Tracer]) -> R + Clone,
     R: IntoTraced<Tracer>,
@@ -211,34 +147,34 @@ where
     pub fn new(f: F, x0: &[f64]) -> Result<Self> {
         let gradient = crate::Gradient::new(f.clone(), x0)?;
         let hvp = crate::Hvp::new(f, x0)?;
-        Ok(Self::from_oracle(ScalarTrace { gradient, hvp }, x0.len()))
+        Ok(Self::from_drivers(Drivers { gradient, hvp }, x0.len()))
     }
 }
 
-impl<F> ArgminProblem<ArrayTrace<F>>
+impl<F> ArgminProblem<OnArray<F>>
 where
     F: Fn(&TArray) -> Result<TScalar> + Clone,
 {
     /// Traces `f`, written over [`Array`](crate::array::Array) and called
     /// on the array trace, at `x0` and builds its gradient and
-    /// Hessian-vector product programs ([`crate::array::Gradient`],
-    /// [`crate::array::Hvp`]).
+    /// Hessian-vector product programs ([`crate::Gradient::array`],
+    /// [`crate::Hvp::array`]).
     ///
     /// # Errors
     ///
-    /// As [`crate::array::Gradient::new`] and [`crate::array::Hvp::new`];
+    /// As [`crate::Gradient::array`] and [`crate::Hvp::array`];
     /// [`Error::EmptyInput`](crate::Error::EmptyInput) for an empty `x0`.
     pub fn new_array(f: F, x0: &[f64]) -> Result<Self> {
         if x0.is_empty() {
             return Err(crate::Error::EmptyInput("ArgminProblem::new_array: x0"));
         }
-        let gradient = crate::array::Gradient::new(f.clone(), x0)?;
-        let hvp = crate::array::Hvp::new(f, x0)?;
-        Ok(Self::from_oracle(ArrayTrace { gradient, hvp }, x0.len()))
+        let gradient = crate::Gradient::array(f.clone(), x0)?;
+        let hvp = crate::Hvp::array(f, x0)?;
+        Ok(Self::from_drivers(Drivers { gradient, hvp }, x0.len()))
     }
 }
 
-impl<O: Oracle> CostFunction for ArgminProblem<O> {
+impl<F: LeafFunction> CostFunction for ArgminProblem<F> {
     type Param = Vec<f64>;
     type Output = f64;
 
@@ -254,7 +190,7 @@ impl<O: Oracle> CostFunction for ArgminProblem<O> {
     }
 }
 
-impl<O: Oracle> ArgminGradient for ArgminProblem<O> {
+impl<F: LeafFunction> ArgminGradient for ArgminProblem<F> {
     type Param = Vec<f64>;
     type Gradient = Vec<f64>;
 
@@ -271,9 +207,9 @@ impl<O: Oracle> ArgminGradient for ArgminProblem<O> {
     }
 }
 
-impl<O: Oracle> Hessian for ArgminProblem<O> {
+impl<F: LeafFunction> Hessian for ArgminProblem<F> {
     type Param = Vec<f64>;
-    type Hessian = HessianAt<O>;
+    type Hessian = HessianAt<F>;
 
     /// The Hessian at `x` as an operator: linearises the Hessian-vector
     /// product there (one forward and one reverse sweep), after which each
@@ -282,10 +218,10 @@ impl<O: Oracle> Hessian for ArgminProblem<O> {
     /// # Errors
     ///
     /// As [`CostFunction::cost`], and those of linearising.
-    fn hessian(&self, x: &Vec<f64>) -> std::result::Result<HessianAt<O>, ArgminError> {
+    fn hessian(&self, x: &Vec<f64>) -> std::result::Result<HessianAt<F>, ArgminError> {
         check_len("argmin Hessian: parameter", self.n, x.len())?;
         let mut c = self.lock();
-        c.oracle.linearize(x)?;
+        c.oracle.hvp.linearize(x)?;
         c.at.clone_from(x);
         Ok(HessianAt {
             x: x.as_slice().into(),
@@ -303,12 +239,12 @@ impl<O: Oracle> Hessian for ArgminProblem<O> {
 /// the product fails (a guard that no longer holds at this point and
 /// whose re-trace fails), it returns NaNs, which argmin's solvers stop on.
 /// [`HessianAt::apply`] returns the error.
-pub struct HessianAt<O> {
+pub struct HessianAt<F> {
     x: Arc<[f64]>,
-    compiled: Arc<Mutex<Compiled<O>>>,
+    compiled: Arc<Mutex<Compiled<F>>>,
 }
 
-impl<O> Clone for HessianAt<O> {
+impl<F> Clone for HessianAt<F> {
     fn clone(&self) -> Self {
         HessianAt {
             x: Arc::clone(&self.x),
@@ -317,13 +253,13 @@ impl<O> Clone for HessianAt<O> {
     }
 }
 
-impl<O> std::fmt::Debug for HessianAt<O> {
+impl<F> std::fmt::Debug for HessianAt<F> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("HessianAt").field("x", &self.x).finish()
     }
 }
 
-impl<O: Oracle> HessianAt<O> {
+impl<F: LeafFunction> HessianAt<F> {
     /// The point.
     pub fn point(&self) -> &[f64] {
         &self.x
@@ -341,15 +277,15 @@ impl<O: Oracle> HessianAt<O> {
         check_len("HessianAt::apply: out", self.x.len(), out.len())?;
         let mut c = self.compiled.lock().unwrap_or_else(PoisonError::into_inner);
         if c.at.as_slice() != &*self.x {
-            c.oracle.linearize(&self.x)?;
+            c.oracle.hvp.linearize(&self.x)?;
             c.at.clear();
             c.at.extend_from_slice(&self.x);
         }
-        c.oracle.hvp(v, out)
+        c.oracle.hvp.apply(v, out)
     }
 }
 
-impl<O: Oracle> ArgminDot<Vec<f64>, Vec<f64>> for HessianAt<O> {
+impl<F: LeafFunction> ArgminDot<Vec<f64>, Vec<f64>> for HessianAt<F> {
     fn dot(&self, v: &Vec<f64>) -> Vec<f64> {
         let mut out = vec![0.0; self.x.len()];
         if self.apply(v, &mut out).is_err() {

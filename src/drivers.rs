@@ -24,7 +24,7 @@ use std::ops::Add;
 use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
-use crate::array::{trace_hosted, ArrayProgram, GradientCore, HvpCore};
+use crate::array::{trace_hosted, ArrayProgram, GradientCore, HvpCore, TArray, TScalar};
 use crate::backend::{Executable, Registers, LANES};
 use crate::differentiable::{Differentiable, Point, Tangent};
 use crate::error::{check_len, Error, Result};
@@ -223,7 +223,57 @@ pub trait LeafFunction: leaf_private::Sealed {
 }
 
 mod leaf_private {
-    pub trait Sealed {}
+    use crate::array::{TArray, TScalar};
+    use crate::error::Result;
+
+    /// A function written against the array trace.
+    pub type ArrayFn<'a> = dyn Fn(&TArray) -> Result<TScalar> + 'a;
+
+    pub trait Sealed {
+        /// The function, where it is written against the array trace
+        /// ([`super::OnArray`]): traced there directly, never on scalar
+        /// tracers.
+        fn array_function(&self) -> Option<&ArrayFn<'_>> {
+            None
+        }
+    }
+}
+
+/// Where a function written against the array trace is asked for at
+/// points other than `f64`.
+const ARRAY_FUNCTION_ON_TRACERS: Error = Error::Unsupported(
+    "a function of the array trace (`Gradient::array`, `Hvp::array`) is evaluated at `f64` \
+     points only; write it against `Array` and trace it on `Dense<Tracer>` for other scalars",
+);
+
+/// A function written against the array trace, `Fn(&TArray) ->
+/// Result<TScalar>`: the `F` of a [`Gradient`] or [`Hvp`] made by
+/// [`Gradient::array`] or [`Hvp::array`]. Its programs are array programs
+/// (one instruction per array operation), evaluated at `f64` points.
+pub struct OnArray<F>(F);
+
+impl<F> std::fmt::Debug for OnArray<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("OnArray")
+    }
+}
+
+impl<F: Fn(&TArray) -> Result<TScalar>> leaf_private::Sealed for OnArray<F> {
+    fn array_function(&self) -> Option<&leaf_private::ArrayFn<'_>> {
+        Some(&self.0)
+    }
+}
+
+impl<F: Fn(&TArray) -> Result<TScalar>> LeafFunction for OnArray<F> {
+    /// Refused: the function takes array tracers only.
+    fn call_leaves(&self, _: &[Tracer]) -> Result<Tracer> {
+        Err(ARRAY_FUNCTION_ON_TRACERS)
+    }
+}
+
+/// `f` traced on the array trace at `x` (one vector input).
+fn trace_array(f: &leaf_private::ArrayFn<'_>, x: &[f64]) -> Result<ArrayProgram> {
+    crate::array::trace(|xs: &[TArray]| f(&xs[0]), &[x])
 }
 
 impl<F, R> leaf_private::Sealed for F
@@ -1950,6 +2000,10 @@ const POLARISATION: [(f64, f64, f64); 4] = [
 
 /// A compiled gradient: traced once, evaluated at many points with no
 /// allocation, re-traced only where a recorded comparison (guard) fails.
+/// One type for both traces: [`Gradient::new`] takes a function of scalar
+/// tracers (generic over [`Real`]), [`Gradient::structured`] one of a
+/// structured point, and [`Gradient::array`] one written against the
+/// array trace ([`crate::array::Array`]).
 ///
 /// A function with loops ([`crate::fold`], [`crate::while_loop`]) is
 /// traced on the array trace, where each loop is one instruction carrying
@@ -2035,6 +2089,56 @@ where
             f,
             n: x0.len(),
             out: vec![0.0; x0.len() + 1],
+            code,
+            regs: Registers::new(),
+            unrolled: None,
+        })
+    }
+}
+
+impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<OnArray<F>> {
+    /// Traces `f`, written against [`Array`](crate::array::Array) and
+    /// called here on the array trace, at `x0` and builds its gradient
+    /// program: one instruction per array operation, whatever `n` (the
+    /// book's chapter "Arrays"). The same type as [`Gradient::new`]'s,
+    /// with the same [`Gradient::eval`] and the same re-tracing where a
+    /// guard fails.
+    ///
+    /// A comparison inside a map body is another matter: the body is
+    /// traced once, at an arbitrary point (0.5), and its guards must hold
+    /// in every element; re-tracing cannot change that, and
+    /// [`Error::GuardFailed`] is returned (write such branches with
+    /// `select`). The programs run at `f64` points only:
+    /// [`Gradient::eval_at`] at other scalars returns
+    /// [`Error::Unsupported`].
+    ///
+    /// Shapes: `x0` and every later point have `n ≥ 1` entries.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyInput`] for an empty `x0`; an error `f` returns while
+    /// tracing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::array::Array;
+    /// use optic_ad::Gradient;
+    ///
+    /// let mut g = Gradient::array(|x| Ok(x.map(|t| t * t).sum()), &[0.0; 3]).unwrap();
+    /// let mut out = [0.0; 3];
+    /// let y = g.eval(&[1.0, 2.0, 3.0], &mut out).unwrap();
+    /// assert_eq!((y, out), (14.0, [2.0, 4.0, 6.0]));
+    /// ```
+    pub fn array(f: F, x0: &[f64]) -> Result<Self> {
+        let n = x0.len();
+        check_nonempty("Gradient", n)?;
+        let f = OnArray(f);
+        let code = Self::build(&f, x0)?;
+        Ok(Gradient {
+            f,
+            n,
+            out: vec![0.0; n + 1],
             code,
             regs: Registers::new(),
             unrolled: None,
@@ -2133,6 +2237,10 @@ impl<F: LeafFunction> Gradient<F> {
     /// ([`trace_or_host`]).
     fn build(f: &F, x: &[f64]) -> Result<GradientCode> {
         let n = x.len();
+        if let Some(af) = f.array_function() {
+            let core = GradientCore::new(&trace_array(af, x)?, n)?;
+            return Ok(Code::Hosted(Box::new(core)));
+        }
         let code = trace_or_host(&mut |t| f.call_leaves(t), x, |p| {
             GradientCore::new(p, n).map(Box::new)
         })?;
@@ -2243,6 +2351,18 @@ impl<F: LeafFunction> Gradient<F> {
         }
     }
 
+    /// Test hook of the native backend (feature `jit`): how many array map
+    /// bodies run as compiled block kernels so far, and how many maps
+    /// there are (zeros for a program on the scalar trace).
+    #[cfg(feature = "jit")]
+    #[doc(hidden)]
+    pub fn native_kernels(&self) -> (usize, usize) {
+        match &self.code {
+            Code::Scalar(_) => (0, 0),
+            Code::Hosted(c) => c.native_kernels(),
+        }
+    }
+
     /// Evaluates `f(x)` and writes `∇f(x)` into `grad`.
     ///
     /// Shapes: `x` and `grad` have `n` entries (the length of `x0`).
@@ -2280,7 +2400,8 @@ impl<F: LeafFunction> Gradient<F> {
 /// and the stage that depends on `v`.
 /// Steady-state calls do not allocate. A function with loops is traced on
 /// the array trace, as [`Gradient`] says; its products are ∂⃗ of the
-/// reverse loop, loops again.
+/// reverse loop, loops again. One type for both traces, as [`Gradient`]:
+/// [`Hvp::new`], [`Hvp::structured`] and [`Hvp::array`].
 ///
 /// # Example with a loop
 ///
@@ -2360,6 +2481,9 @@ struct HvpSplit {
     /// [`HvpSplit::RIGHT`]: `(m, v) ↦ H v`.
     staged: Staged,
     ws: StagedWorkspace,
+    /// The buffers of [`Hvp::eval`], which leaves `ws` (the linearized
+    /// point) alone; made on its first call.
+    spare: Option<StagedWorkspace>,
 }
 
 /// A compiled Hessian-vector product's programs: the split scalar
@@ -2374,6 +2498,10 @@ impl HvpSplit {
     /// function with loops, the array programs ([`trace_or_host`]).
     fn build<F: LeafFunction>(f: &F, x: &[f64]) -> Result<HvpCode> {
         let n = x.len();
+        if let Some(af) = f.array_function() {
+            let core = HvpCore::new(&trace_array(af, x)?, n)?;
+            return Ok(Code::Hosted(Box::new(core)));
+        }
         let code = trace_or_host(&mut |t| f.call_leaves(t), x, |p| {
             HvpCore::new(p, n).map(Box::new)
         })?;
@@ -2393,7 +2521,11 @@ impl HvpSplit {
     fn from_trace(t: TracedBuilder, n: usize) -> Result<Self> {
         let staged = hvp_staged(t, n, true)?;
         let ws = staged.workspace();
-        Ok(HvpSplit { staged, ws })
+        Ok(HvpSplit {
+            staged,
+            ws,
+            spare: None,
+        })
     }
 
     fn left(&self) -> &Stage {
@@ -2444,6 +2576,55 @@ where
         Ok(Hvp {
             f,
             n: x0.len(),
+            code,
+            linearized: false,
+            lane_in: Vec::new(),
+            lane_out: Vec::new(),
+            unrolled: None,
+        })
+    }
+}
+
+impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<OnArray<F>> {
+    /// Traces `f`, written against [`Array`](crate::array::Array) and
+    /// called here on the array trace, at `x0` and builds its
+    /// Hessian-vector programs on the array trace: `(x, v) ↦ (f, ∇f, H v)`
+    /// as ∂⃗ of the gradient program, split in two by the instructions
+    /// that depend on the direction ([`Hvp::linearize`] runs the others,
+    /// once per point; [`Hvp::apply`] the rest, once per direction), and,
+    /// on the first [`Hvp::eval`], a one-pass program. The same type as
+    /// [`Hvp::new`]'s, re-tracing where a guard fails as it does (see
+    /// [`Gradient::array`] for comparisons inside map bodies).
+    ///
+    /// Shapes: `x0`, every later point and direction have `n ≥ 1` entries.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyInput`] for an empty `x0`; an error `f` returns while
+    /// tracing.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::array::Array;
+    /// use optic_ad::Hvp;
+    ///
+    /// // f(x) = Σ xᵢ³: H = diag(6x).
+    /// let mut h = Hvp::array(|x| Ok(x.map(|t| t * t * t).sum()), &[1.0, 2.0]).unwrap();
+    /// h.linearize(&[1.0, 2.0]).unwrap();
+    /// let mut hv = [0.0; 2];
+    /// h.apply(&[1.0, 1.0], &mut hv).unwrap();
+    /// assert_eq!(hv, [6.0, 12.0]);
+    /// assert_eq!(h.gradient(), &[3.0, 12.0]);
+    /// ```
+    pub fn array(f: F, x0: &[f64]) -> Result<Self> {
+        let n = x0.len();
+        check_nonempty("Hvp", n)?;
+        let f = OnArray(f);
+        let code = HvpSplit::build(&f, x0)?;
+        Ok(Hvp {
+            f,
+            n,
             code,
             linearized: false,
             lane_in: Vec::new(),
@@ -2664,6 +2845,100 @@ impl<F: LeafFunction> Hvp<F> {
                 Ok(())
             }
             Code::Hosted(h) => h.apply(v, out),
+        }
+    }
+
+    /// `H_f(x) v` at a new point in one call, written to `out`; it does not
+    /// move the point of [`Hvp::linearize`]. For one direction per point
+    /// this is the call to make: on the array trace (code with loops, and
+    /// [`Hvp::array`]) it runs a one-pass program `(x, v) ↦ H(x) v` that
+    /// computes the primal and the tangent together, storing no
+    /// coefficients (built on the first call, about as long as building
+    /// the `Hvp`); on the scalar trace it runs both stages in buffers of
+    /// its own (made on the first call). Later calls allocate nothing.
+    /// Results equal `linearize` + `apply`'s to rounding. For several
+    /// directions at one point, linearize once and apply.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless `x`, `v` and `out` have `n`
+    /// entries (`out` untouched); errors of re-tracing where a guard no
+    /// longer holds (the re-traced programs have no linearized point:
+    /// [`Hvp::linearize`] again before [`Hvp::apply`]).
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{Hvp, Real};
+    ///
+    /// // f(x) = Σ xᵢ³: H = diag(6x).
+    /// let mut h = Hvp::new(|x| x[0].powi(3) + x[1].powi(3), &[1.0, 2.0]).unwrap();
+    /// let mut hv = [0.0; 2];
+    /// h.eval(&[1.0, 3.0], &[1.0, 1.0], &mut hv).unwrap();
+    /// assert_eq!(hv, [6.0, 18.0]);
+    /// ```
+    pub fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
+        check_len("Hvp: x", self.n, x.len())?;
+        check_len("Hvp: v", self.n, v.len())?;
+        check_len("Hvp: out", self.n, out.len())?;
+        let f = &self.f;
+        let mut rebuilt = false;
+        let r = run_or_retrace(
+            &mut self.code,
+            || {
+                rebuilt = true;
+                HvpSplit::build(f, x)
+            },
+            |c| match c {
+                Code::Scalar(s) => {
+                    let ws = s.spare.get_or_insert_with(|| s.staged.workspace());
+                    s.staged.run_with(HvpSplit::LEFT, ws, x)?;
+                    s.staged.run_with(HvpSplit::RIGHT, ws, v)?;
+                    out.copy_from_slice(s.staged.own_outputs(ws, HvpSplit::RIGHT));
+                    Ok(())
+                }
+                Code::Hosted(h) => h.eval(x, v, out),
+            },
+        );
+        if rebuilt {
+            self.linearized = false;
+        }
+        r
+    }
+
+    /// `f` at the point of the last successful [`Hvp::linearize`]; NaN
+    /// before the first.
+    pub fn value(&self) -> f64 {
+        if !self.linearized {
+            return f64::NAN;
+        }
+        match &self.code {
+            Code::Scalar(s) => s.value(),
+            Code::Hosted(h) => h.value(),
+        }
+    }
+
+    /// `∇f` at the point of the last successful [`Hvp::linearize`] (`n`
+    /// entries); empty before the first.
+    pub fn gradient(&self) -> &[f64] {
+        if !self.linearized {
+            return &[];
+        }
+        match &self.code {
+            Code::Scalar(s) => s.gradient(),
+            Code::Hosted(h) => h.gradient(),
+        }
+    }
+
+    /// Test hook of the native backend (feature `jit`): how many array map
+    /// bodies run as compiled block kernels so far, and how many maps
+    /// there are (zeros for a program on the scalar trace).
+    #[cfg(feature = "jit")]
+    #[doc(hidden)]
+    pub fn native_kernels(&self) -> (usize, usize) {
+        match &self.code {
+            Code::Scalar(_) => (0, 0),
+            Code::Hosted(h) => h.native_kernels(),
         }
     }
 

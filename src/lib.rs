@@ -108,8 +108,8 @@ pub use backend::{Executable, Registers};
 pub use differentiable::{leaf_names, Carry, Differentiable, Leaves, Point, Rebuild, Tangent};
 pub use drivers::{
     d3, derivative, derivative_with_error, gradient, hessian, hvp, jacobian, jvp, pullback, taylor,
-    value_and_gradient, vjp, Derivatives, Gradient, Hvp, IntoTraced, LeafFunction, OnPoint,
-    Pullback,
+    value_and_gradient, vjp, Derivatives, Gradient, Hvp, IntoTraced, LeafFunction, OnArray,
+    OnPoint, Pullback,
 };
 pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};

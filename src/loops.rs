@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 /// `body(body(… body(init)))`.
 ///
 /// On `f64` and num-dual numbers this is a plain loop. On the array
-/// trace ([`crate::array::Gradient`], [`crate::array::Hvp`],
+/// trace ([`crate::Gradient::array`], [`crate::Hvp::array`],
 /// [`crate::array::trace`], …) the body is traced once, on fresh scalars;
 /// the values of the enclosing trace it reads (parameters captured by the
 /// closure) become its constants, and the loop is one instruction whose
@@ -22,7 +22,7 @@ use crate::error::{Error, Result};
 /// (or, beyond 2²⁰ values, snapshots: [`Checkpoints::Auto`]) and runs the
 /// loop backwards over them, recomputing each step's inner values from its
 /// carry, and second and higher derivatives
-/// ([`crate::array::Hvp`], [`crate::array::nest`], Taylor mode) apply
+/// ([`crate::Hvp::array`], [`crate::array::nest`], Taylor mode) apply
 /// the same rules to those loops. The scalar drivers [`crate::Gradient`],
 /// [`crate::Hvp`], [`crate::gradient`], [`crate::value_and_gradient`],
 /// [`crate::hvp`], [`crate::hessian`], [`crate::taylor`],
@@ -231,7 +231,7 @@ fn from_loop<C: Carry>(what: &'static str, init: &C, out: Vec<C::Scalar>) -> Res
 /// every step it comes out as it did at the trace point, and that `cond`
 /// fails at the last carry. At a point where the trip count differs the
 /// guard fails ([`Error::GuardFailed`]) and the array drivers
-/// ([`crate::array::Gradient`], [`crate::array::Hvp`], …) re-trace there:
+/// ([`crate::Gradient::array`], [`crate::Hvp::array`], …) re-trace there:
 /// a derivative is never that of another trip count; [`crate::Gradient`]
 /// and [`crate::Hvp`] take it to the array trace as they do [`fold`].
 /// Elsewhere on the scalar trace ([`crate::Tracer`]) the loop is unrolled,

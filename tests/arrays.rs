@@ -23,8 +23,7 @@ use crate::common;
 use common::rosenbrock_closed;
 use num_dual::{Dual3_64, Dual64, HyperDual64};
 use optic_ad::array::{
-    self, directional3, forward, reverse_joint, Array, ArrayProgram, Dense, Indices, Mat, Matrix,
-    TArray, TScalar,
+    self, forward, reverse_joint, Array, ArrayProgram, Dense, Indices, Mat, Matrix, TArray, TScalar,
 };
 use optic_ad::{Error, Real, Tracer};
 use proptest::prelude::*;
@@ -383,6 +382,38 @@ fn hvp_num_dual(r: &Recipe, x: &[f64], v: &[f64]) -> Vec<f64> {
         .collect()
 }
 
+/// `[f(x), Df(x)[v], D²f(x)[v, v], D³f(x)[v, v, v]]` by ∂⃗ applied three
+/// times to the array program (each application a program again): a
+/// route to third derivatives independent of Taylor mode
+/// (`array::taylor::<U3>`), built from the public functor only.
+pub(crate) fn directional3(
+    f: impl Fn(&TArray) -> optic_ad::Result<TScalar>,
+    x: &[f64],
+    v: &[f64],
+) -> optic_ad::Result<[f64; 4]> {
+    if v.len() != x.len() {
+        return Err(Error::LengthMismatch {
+            what: "directional3: v",
+            expected: x.len(),
+            got: v.len(),
+        });
+    }
+    let p = array::trace(|xs: &[TArray]| f(&xs[0]), &[x])?;
+    let f3 = forward(&forward(&forward(&p)?)?)?;
+    // Inputs [x, ẋ, x′, ẋ′, x″, ẋ″, x‴, ẋ‴]: ẋ = x′ = x″ = v, the rest
+    // structural zeros; outputs [y, ẏ, y′, ẏ′, y″, ẏ″, y‴, ẏ‴].
+    let z = Some(-0.0);
+    let q = f3.specialize(&[None, None, None, z, None, z, z, z], &[0, 1, 3, 7])?;
+    let out = q.eval(&[x, v, v, v])?;
+    let at = |k: usize| {
+        out.get(k)
+            .and_then(|o| o.first())
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    Ok([at(0), at(1), at(2), at(3)])
+}
+
 fn directional3_num_dual(r: &Recipe, x: &[f64], v: &[f64]) -> [f64; 4] {
     let xd: Vec<Dual3_64> = x
         .iter()
@@ -415,7 +446,7 @@ proptest! {
         // The one-pass product at a point other than the traced one (its
         // own program, not the linearize/apply split), against num-dual
         // there; the linearized state is untouched by it.
-        let mut h = array::Hvp::new(|t| objective(t, &r), &x).unwrap();
+        let mut h = optic_ad::Hvp::array(|t| objective(t, &r), &x).unwrap();
         h.linearize(&x).unwrap();
         let y: Vec<f64> = x.iter().map(|a| a * 0.9 + 0.05).collect();
         let mut hv_one = vec![0.0; x.len()];
@@ -606,8 +637,11 @@ fn rosenbrock_against_closed_form_at_scale() {
 fn program_size_does_not_grow_with_n() {
     let len = |n: usize| {
         let x = vec![0.3; n];
-        let h = array::Hvp::new(rosenbrock, &x).unwrap();
-        (h.program().len(), h.program().body_len())
+        let h = optic_ad::Hvp::array(rosenbrock, &x).unwrap();
+        (
+            h.array_program().unwrap().len(),
+            h.array_program().unwrap().body_len(),
+        )
     };
     assert_eq!(len(10), len(100_000));
     let (ops, body) = len(10);
@@ -670,7 +704,7 @@ fn shape_errors_are_errors() {
     assert!(Dense::new(x.to_vec()).slice(2, 2).is_err());
     assert!(Dense::<f64>::matvec(&m, &Dense::new(x.to_vec())).is_err());
     // Lengths at evaluation.
-    let mut g = array::Gradient::new(|t| Ok(t.sum()), &x).unwrap();
+    let mut g = optic_ad::Gradient::array(|t| Ok(t.sum()), &x).unwrap();
     let mut out = [0.0; 3];
     assert!(matches!(
         g.eval(&[1.0], &mut out),
@@ -680,7 +714,7 @@ fn shape_errors_are_errors() {
         g.eval(&x, &mut [0.0; 2]),
         Err(Error::LengthMismatch { .. })
     ));
-    let mut h = array::Hvp::new(|t| Ok(t.sum()), &x).unwrap();
+    let mut h = optic_ad::Hvp::array(|t| Ok(t.sum()), &x).unwrap();
     assert!(matches!(h.apply(&x, &mut out), Err(Error::NotLinearized)));
     for (a, b, c) in [
         (&x[..2], &x[..], 3),
@@ -728,7 +762,7 @@ fn comparisons_record_guards() {
         p.eval(&[&[-3.0, 1.0]]),
         Err(Error::GuardFailed { .. })
     ));
-    let mut g = array::Gradient::new(f, &[1.0, 2.0]).unwrap();
+    let mut g = optic_ad::Gradient::array(f, &[1.0, 2.0]).unwrap();
     let mut out = [0.0; 2];
     assert_eq!(g.eval(&[3.0, 1.0], &mut out).unwrap(), 10.0);
     assert_eq!(out, [6.0, 2.0]);
@@ -985,8 +1019,8 @@ fn native_maps_keep_the_bits() {
     let result = runner.run(&long_recipe_point_dir(), |(r, x, v)| {
         let n = r.n;
         let f = |t: &TArray| objective(t, &r);
-        let mut g = array::Gradient::new(f, &x).unwrap();
-        let mut h = array::Hvp::new(f, &x).unwrap();
+        let mut g = optic_ad::Gradient::array(f, &x).unwrap();
+        let mut h = optic_ad::Hvp::array(f, &x).unwrap();
         let (mut g0, mut hv0, mut one0) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let y0 = g.eval(&x, &mut g0).unwrap();
         h.linearize(&x).unwrap();
@@ -1461,7 +1495,7 @@ fn array_guards_fail_and_drivers_retrace() {
     let p = array::trace(|xs: &[TArray]| branchy_sum(&xs[0]), &[&pos]).unwrap();
     assert!(matches!(p.eval(&[&neg]), Err(Error::GuardFailed { .. })));
 
-    let mut g = array::Gradient::new(branchy_sum, &pos).unwrap();
+    let mut g = optic_ad::Gradient::array(branchy_sum, &pos).unwrap();
     let mut grad = [0.0; 3];
     for x in [neg, pos, neg] {
         let y = g.eval(&x, &mut grad).unwrap();
@@ -1478,7 +1512,7 @@ fn array_guards_fail_and_drivers_retrace() {
         approx::assert_relative_eq!(y, want_y, max_relative = 1e-15);
     }
 
-    let mut h = array::Hvp::new(branchy_sum, &pos).unwrap();
+    let mut h = optic_ad::Hvp::array(branchy_sum, &pos).unwrap();
     let (mut hv, mut one) = ([0.0; 3], [0.0; 3]);
     for x in [neg, pos, neg] {
         let positive = x.iter().sum::<f64>() > 0.0;
@@ -1515,7 +1549,7 @@ fn array_guards_fail_and_drivers_retrace() {
 #[test]
 fn array_guards_inside_maps_are_reported() {
     let f = |x: &TArray| Ok(x.map(|t| if t > 0.0 { t * t } else { -t }).sum());
-    let mut g = array::Gradient::new(f, &[1.0, 2.0]).unwrap();
+    let mut g = optic_ad::Gradient::array(f, &[1.0, 2.0]).unwrap();
     let mut grad = [0.0; 2];
     for x in [[1.0, -2.0], [-1.0, -2.0]] {
         assert!(matches!(
@@ -1525,7 +1559,7 @@ fn array_guards_inside_maps_are_reported() {
     }
     g.eval(&[3.0, 0.25], &mut grad).unwrap();
     assert_eq!(grad, [6.0, 0.5]);
-    let mut h = array::Hvp::new(f, &[1.0, 2.0]).unwrap();
+    let mut h = optic_ad::Hvp::array(f, &[1.0, 2.0]).unwrap();
     assert!(matches!(
         h.linearize(&[1.0, -2.0]),
         Err(Error::GuardFailed { .. })
@@ -1585,4 +1619,99 @@ fn max_follows_jax_at_ties() {
         Err(Error::LengthMismatch { .. })
     ));
     assert!(Dense::new(Vec::<f64>::new()).max().is_err());
+}
+
+/// One compiled `Gradient` and one `Hvp` for both traces: the array
+/// function's drivers are the scalar ones' types, with the same methods.
+/// Checked against the closed form of f(x) = Σ xᵢ³ + (Σ xᵢ)², whose
+/// gradient is 3xᵢ² + 2Σx and whose Hessian is diag(6x) + 2·𝟙𝟙ᵀ.
+#[test]
+fn one_gradient_and_one_hvp_type_for_both_traces() {
+    fn f_array(x: &TArray) -> optic_ad::Result<TScalar> {
+        let s = x.sum();
+        Ok(x.map(|t| t * t * t).sum() + s * s)
+    }
+    fn f_scalar<T: Real>(x: &[T]) -> T {
+        let s = x.iter().fold(T::cst(0.0), |a, &b| a + b);
+        x.iter().fold(T::cst(0.0), |a, &b| a + b * b * b) + s * s
+    }
+    let closed_grad = |x: &[f64]| -> Vec<f64> {
+        let s: f64 = x.iter().sum();
+        x.iter().map(|t| 3.0 * t * t + 2.0 * s).collect()
+    };
+    let closed_hv = |x: &[f64], v: &[f64]| -> Vec<f64> {
+        let sv: f64 = v.iter().sum();
+        x.iter()
+            .zip(v)
+            .map(|(t, w)| 6.0 * t * w + 2.0 * sv)
+            .collect()
+    };
+    let x0 = [0.5, -1.0, 2.0];
+    let (x1, v) = ([1.5, 0.25, -0.75], [1.0, -2.0, 0.5]);
+    // The same type, `optic_ad::Gradient<_>`, from either constructor.
+    let mut ga: optic_ad::Gradient<optic_ad::OnArray<_>> =
+        optic_ad::Gradient::array(f_array, &x0).unwrap();
+    let mut gs = optic_ad::Gradient::new(f_scalar, &x0).unwrap();
+    assert!(ga.array_program().is_some() && ga.program().is_none());
+    assert!(gs.array_program().is_none() && gs.program().is_some());
+    let (mut a, mut b) = ([0.0; 3], [0.0; 3]);
+    let ya = ga.eval(&x1, &mut a).unwrap();
+    let ys = gs.eval(&x1, &mut b).unwrap();
+    assert!((ya - ys).abs() < 1e-13 * ys.abs());
+    for ((p, q), c) in a.iter().zip(&b).zip(closed_grad(&x1)) {
+        assert!((p - c).abs() < 1e-13 * c.abs() && (q - c).abs() < 1e-13 * c.abs());
+    }
+    // `eval_at` at `f64` serves the array function; other scalars are
+    // refused with a clear error, not a wrong answer.
+    let (y_at, g_at) = ga.eval_at(&x1).unwrap();
+    assert_eq!((y_at, g_at.as_slice()), (ya, &a[..]));
+    let duals: Vec<Dual64> = x1.iter().map(|&t| Dual64::from(t)).collect();
+    assert!(matches!(ga.eval_at(&duals), Err(Error::Unsupported(_))));
+    assert!(gs.eval_at(&duals).is_ok());
+
+    // One check, generic over the function kind, for both `Hvp`s.
+    fn check_hvp<F: optic_ad::LeafFunction>(
+        mut h: optic_ad::Hvp<F>,
+        (x0, x1, v): (&[f64], &[f64], &[f64]),
+        closed_hv: impl Fn(&[f64], &[f64]) -> Vec<f64>,
+    ) {
+        // Before any linearize: no value, no gradient, no product.
+        assert!(h.value().is_nan() && h.gradient().is_empty());
+        h.linearize(x0).unwrap();
+        let (y0, g0) = (h.value(), h.gradient().to_vec());
+        assert_eq!(g0.len(), 3);
+        // One pass at another point: the closed form, and the linearized
+        // point stays where it was.
+        let mut one = [0.0; 3];
+        h.eval(x1, v, &mut one).unwrap();
+        for (p, c) in one.iter().zip(closed_hv(x1, v)) {
+            assert!((p - c).abs() < 1e-12 * (1.0 + c.abs()), "{one:?}");
+        }
+        assert_eq!((h.value(), h.gradient()), (y0, &g0[..]));
+        let mut split = [0.0; 3];
+        h.apply(v, &mut split).unwrap();
+        for (p, c) in split.iter().zip(closed_hv(x0, v)) {
+            assert!((p - c).abs() < 1e-12 * (1.0 + c.abs()), "{split:?}");
+        }
+    }
+    let points = (&x0[..], &x1[..], &v[..]);
+    check_hvp(
+        optic_ad::Hvp::array(f_array, &x0).unwrap(),
+        points,
+        closed_hv,
+    );
+    check_hvp(
+        optic_ad::Hvp::new(f_scalar, &x0).unwrap(),
+        points,
+        closed_hv,
+    );
+    // Empty points are refused by both constructors.
+    assert!(matches!(
+        optic_ad::Gradient::array(f_array, &[]),
+        Err(Error::EmptyInput(_))
+    ));
+    assert!(matches!(
+        optic_ad::Hvp::array(f_array, &[]),
+        Err(Error::EmptyInput(_))
+    ));
 }

@@ -548,6 +548,8 @@ fn fuzz_drivers() {
             let _ = h.linearize(&v);
             let _ = h.apply(&v, &mut out);
             let _ = h.linearize_with_gradient(&x, &mut out);
+            let _ = h.eval(&x, &v, &mut out);
+            let _ = (h.value(), h.gradient().len());
         }
         // The recipe iterated by a `fold` whose body reads the point (the
         // scalar drivers trace it on the array trace, or unroll it).
@@ -581,6 +583,7 @@ fn fuzz_drivers() {
                 &mut vec![0.0; 2 * x.len()],
             );
             let _ = h.hvp_at(&x, &v);
+            let _ = h.eval(&v, &w, &mut out);
             if let Ok((m, _)) = optic_ad::optic::Optic::left(&h, x.clone()) {
                 let _ = optic_ad::optic::Optic::right(&h, m, w.clone());
             }
@@ -989,13 +992,13 @@ fn fuzz_array_api() {
             reach.driver();
         }
         let _ = array::hvp(f, &x, &v);
-        let _ = array::directional3(f, &x, &v);
+        let _ = crate::arrays::directional3(f, &x, &v);
         let _ = array::taylor::<U4>(f, &x, &v);
         if let Ok(mut d) = array::Directional::new(f, &x, 3) {
             let _ = d.eval(&x, &v, &mut [0.0; 4]);
             let _ = d.eval(&v, &x, &mut [0.0; 3]);
         }
-        if let Ok(mut h) = array::Hvp::new(f, &x) {
+        if let Ok(mut h) = optic_ad::Hvp::array(f, &x) {
             let mut out = vec![0.0; v.len()];
             let _ = h.apply(&v, &mut out);
             let _ = h.linearize(&v);
@@ -1004,6 +1007,18 @@ fn fuzz_array_api() {
             let _ = h.apply(&x, &mut vec![0.0; x.len()]);
             let _ = h.eval(&v, &x, &mut out);
             let _ = h.eval(&x, &v, &mut vec![0.0; x.len()]);
+            let _ = h.hvp_at(&x, &v);
+            let _ = (h.value(), h.gradient().len());
+            if let Ok((m, _)) = optic_ad::optic::Optic::left(&h, x.clone()) {
+                let _ = optic_ad::optic::Optic::right(&h, m, v.clone());
+            }
+            let duals: Vec<num_dual::Dual64> = x.iter().map(|&t| t.into()).collect();
+            let _ = h.hvp_at(&duals, &duals);
+        }
+        if let Ok(mut g) = optic_ad::Gradient::array(f, &x) {
+            let _ = g.eval_at(&x);
+            let duals: Vec<num_dual::Dual64> = x.iter().map(|&t| t.into()).collect();
+            let _ = g.eval_at(&duals);
         }
         if let Ok(p) = array::trace(|t: &[TArray]| run_array_steps(&t[0], &steps, fit), &[&x]) {
             reach.valid();
@@ -1060,7 +1075,7 @@ fn fuzz_array_api() {
 #[test]
 fn fuzz_native() {
     use common::same_bits;
-    use optic_ad::array::{self, Array, TArray};
+    use optic_ad::array::{Array, TArray};
     use optic_ad::{Executable, Registers};
     let input = (recipe(), prop::collection::vec(scalar(), 4), any::<u8>());
     fuzz("native", input, |(r, x, pick), reach| {
@@ -1105,7 +1120,7 @@ fn fuzz_native() {
             let f = |a: &TArray| Ok(a.map(body).sum());
             let n = 1 << 16;
             let xs: Vec<f64> = (0..n).map(|k| x[k % x.len()] + k as f64 * 1e-6).collect();
-            if let Ok(mut g) = array::Gradient::new(f, &xs) {
+            if let Ok(mut g) = optic_ad::Gradient::array(f, &xs) {
                 let mut grad = vec![0.0; n];
                 let _ = g.eval(&xs, &mut grad);
                 let _ = g.eval(&xs, &mut grad);

@@ -90,7 +90,7 @@ fn lotka_volterra_gradient_and_hvp_through_fold() {
     for steps in [1, 10, 200] {
         let (value, grad_ref, hv_ref) = dual_reference(steps);
         // The array trace: one loop instruction.
-        let mut g = array::Gradient::new(|p: &TArray| loss_array(p, steps), &P0).unwrap();
+        let mut g = optic_ad::Gradient::array(|p: &TArray| loss_array(p, steps), &P0).unwrap();
         let mut grad = vec![0.0; 6];
         let y = g.eval(&P0, &mut grad).unwrap();
         assert!(max_err(&[y], &[value]) < 1e-12, "value {y} vs {value}");
@@ -104,7 +104,7 @@ fn lotka_volterra_gradient_and_hvp_through_fold() {
             max_err(&grad, &unrolled) < 1e-12,
             "N = {steps}: gradient {grad:?} vs unrolled {unrolled:?}"
         );
-        let mut h = array::Hvp::new(|p: &TArray| loss_array(p, steps), &P0).unwrap();
+        let mut h = optic_ad::Hvp::array(|p: &TArray| loss_array(p, steps), &P0).unwrap();
         let mut hv = vec![0.0; 6];
         h.eval(&P0, &V, &mut hv).unwrap();
         assert!(
@@ -136,7 +136,7 @@ fn third_directional_derivative_through_fold() {
             max_err(&got, &want) < 1e-10,
             "N = {steps}: Taylor {got:?} vs Dual3 {want:?}"
         );
-        let d3 = array::directional3(|p: &TArray| loss_array(p, steps), &P0, &V).unwrap();
+        let d3 = crate::arrays::directional3(|p: &TArray| loss_array(p, steps), &P0, &V).unwrap();
         assert!(
             max_err(&d3, &want) < 1e-10,
             "directional3 {d3:?} vs {want:?}"
@@ -153,9 +153,10 @@ fn the_trace_does_not_grow_with_the_steps() {
     };
     assert_eq!(len(10), len(100_000));
     let g = |steps: usize| {
-        array::Gradient::new(|p: &TArray| loss_array(p, steps), &P0)
+        optic_ad::Gradient::array(|p: &TArray| loss_array(p, steps), &P0)
             .unwrap()
-            .program()
+            .array_program()
+            .unwrap()
             .len()
     };
     assert_eq!(g(10), g(100_000));
@@ -376,9 +377,10 @@ fn checkpointed_gradients_equal_stored_ones_bit_for_bit() {
     }
     // The program differs: one checkpointed instruction, no stored carries.
     let prog = |c: C| {
-        array::Gradient::new(|p: &TArray| loss_with(&scalars(p)?, 1000, c), &P0)
+        optic_ad::Gradient::array(|p: &TArray| loss_with(&scalars(p)?, 1000, c), &P0)
             .unwrap()
-            .program()
+            .array_program()
+            .unwrap()
             .to_string()
     };
     assert!(prog(C::Binomial(8)).contains("revolve (8 snapshots)"));
@@ -647,14 +649,14 @@ fn a_newton_solve_differentiates_to_the_closed_form_and_re_traces_where_the_trip
     }
     // A gradient built at a0 and evaluated at a1 (more Newton steps):
     // the guard fails and the driver re-traces there.
-    let mut g = array::Gradient::new(f, &[a0]).unwrap();
+    let mut g = optic_ad::Gradient::array(f, &[a0]).unwrap();
     let mut grad = [0.0];
     let y = g.eval(&[a1], &mut grad).unwrap();
     assert!(max_err(&[y, grad[0]], &closed(a1)[..2]) < 1e-12);
     // And back, to fewer steps.
     let y = g.eval(&[a0], &mut grad).unwrap();
     assert!(max_err(&[y, grad[0]], &closed(a0)[..2]) < 1e-12);
-    let mut h = array::Hvp::new(f, &[a0]).unwrap();
+    let mut h = optic_ad::Hvp::array(f, &[a0]).unwrap();
     let mut hv = [0.0];
     h.eval(&[a1], &[1.0], &mut hv).unwrap();
     assert!(max_err(&hv, &closed(a1)[2..3]) < 1e-12, "{hv:?}");

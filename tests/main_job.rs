@@ -31,7 +31,7 @@ use model::{
     load_wdbc, newton_cg, newton_cg_scalar, objective, objective_array, DataError, Dataset, Fit,
     NewtonOptions,
 };
-use optic_ad::array::{self, Dense};
+use optic_ad::array::Dense;
 use optic_ad::Hvp;
 
 fn data_path() -> PathBuf {
@@ -368,10 +368,14 @@ fn array_objective_and_derivatives_match_hand_written_and_scalar_ones() {
     let data = load_wdbc(&data_path()).unwrap();
     let design = data.design();
     let n = data.n_params();
-    let mut h = array::Hvp::new(|t| objective_array(t, &design), &vec![0.0; n]).unwrap();
-    assert!(h.program().guards().is_empty());
+    let mut h = optic_ad::Hvp::array(|t| objective_array(t, &design), &vec![0.0; n]).unwrap();
+    assert!(h.array_program().unwrap().guards().is_empty());
     // A handful of instructions, not one per multiply-add.
-    assert!(h.program().len() < 40, "{} instructions", h.program().len());
+    assert!(
+        h.array_program().unwrap().len() < 40,
+        "{} instructions",
+        h.array_program().unwrap().len()
+    );
     let mut hs = Hvp::new(|t: &[_]| objective(t, &data), &vec![0.0; n]).unwrap();
     let mut g_scalar = vec![0.0; n];
     let (mut col, mut col_scalar) = (vec![0.0; n], vec![0.0; n]);

@@ -196,8 +196,8 @@ fn program_is_a_few_instructions_whatever_n() {
         let p = MinimalSurface::new(n).unwrap();
         let x = p.start();
         let f = array::trace(|v: &[array::TArray]| area(&v[0], &p), &[x.as_slice()]).unwrap();
-        let h = array::Hvp::new(|v| area(v, &p), &x).unwrap();
-        (f.len(), h.program().len())
+        let h = optic_ad::Hvp::array(|v| area(v, &p), &x).unwrap();
+        (f.len(), h.array_program().unwrap().len())
     };
     let small = len(4);
     assert!(small.0 <= 25, "f: {} instructions", small.0);
@@ -235,7 +235,7 @@ fn hvp_matches_scalar_trace_and_num_dual() {
         let p = MinimalSurface::new(n).unwrap();
         let x = point(&p, 20 + n as u64);
         let u = uniform(30 + n as u64, x.len());
-        let mut h = array::Hvp::new(|v| area(v, &p), &x).unwrap();
+        let mut h = optic_ad::Hvp::array(|v| area(v, &p), &x).unwrap();
         h.linearize(&x).unwrap();
         let mut hu = vec![0.0; x.len()];
         h.apply(&u, &mut hu).unwrap();
@@ -437,10 +437,10 @@ fn bad_input_is_an_error_not_a_panic() {
         Err(Error::LengthMismatch { .. })
     ));
     assert!(matches!(
-        array::Hvp::new(|v| area(v, &p), &short),
+        optic_ad::Hvp::array(|v| area(v, &p), &short),
         Err(Error::LengthMismatch { .. })
     ));
-    let mut h = array::Hvp::new(|v| area(v, &p), &p.start()).unwrap();
+    let mut h = optic_ad::Hvp::array(|v| area(v, &p), &p.start()).unwrap();
     let mut out = vec![0.0; 16];
     assert!(matches!(
         h.apply(&[0.0; 16], &mut out),

@@ -10,7 +10,7 @@ use crate::common;
 
 use common::{check, point, rosenbrock, rosenbrock_closed, same_bits, RandomProgram};
 use optic_ad::functor::forward;
-use optic_ad::{array, nest, trace, Error, Executable, Hvp, Op, Program, Real, Registers, Tracer};
+use optic_ad::{nest, trace, Error, Executable, Hvp, Op, Program, Real, Registers, Tracer};
 use proptest::prelude::*;
 
 fn same_all(a: &[f64], b: &[f64]) -> bool {
@@ -312,7 +312,7 @@ fn array_maps_run_native() {
         Ok(t.sum())
     }
     let x: Vec<f64> = (0..1001).map(|i| 0.5 + 0.3 * (i as f64).sin()).collect();
-    let mut grad = array::Gradient::new(f, &x).unwrap();
+    let mut grad = optic_ad::Gradient::array(f, &x).unwrap();
     let mut g = vec![0.0; x.len()];
     assert_eq!(grad.native_kernels().0, 0, "cold at first");
     for _ in 0..100 {

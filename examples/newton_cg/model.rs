@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 
 use std::sync::Arc;
 
-use optic_ad::array::{self, Array, Matrix};
+use optic_ad::array::{Array, Matrix};
 use optic_ad::{Differentiable, Hvp, Point, Real, Tracer};
 
 /// Names of the 30 WDBC features, in file order: fields 0–9 are the means,
@@ -447,51 +447,6 @@ pub fn objective_array<A: Array>(theta: &A, data: &ArrayData) -> optic_ad::Resul
     Ok(loss + w.dot(&w)? * 0.5)
 }
 
-/// What Newton-CG needs of an AD library: the objective and gradient at a
-/// point (which also fixes the point of later products), and
-/// Hessian-vector products there.
-pub trait HvpOracle {
-    /// `L(θ)`, with `∇L(θ)` written to `g`; later products are at `θ`.
-    fn linearize_with_gradient(
-        &mut self,
-        theta: &[f64],
-        g: &mut [f64],
-    ) -> Result<f64, optic_ad::Error>;
-    /// `H(θ) v`, written to `out`.
-    fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<(), optic_ad::Error>;
-}
-
-impl<F: optic_ad::LeafFunction> HvpOracle for Hvp<F> {
-    fn linearize_with_gradient(
-        &mut self,
-        theta: &[f64],
-        g: &mut [f64],
-    ) -> Result<f64, optic_ad::Error> {
-        Hvp::linearize_with_gradient(self, theta, g)
-    }
-    fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<(), optic_ad::Error> {
-        Hvp::apply(self, v, out)
-    }
-}
-
-impl<F> HvpOracle for array::Hvp<F>
-where
-    F: Fn(&array::TArray) -> Result<array::TScalar, optic_ad::Error>,
-{
-    fn linearize_with_gradient(
-        &mut self,
-        theta: &[f64],
-        g: &mut [f64],
-    ) -> Result<f64, optic_ad::Error> {
-        self.linearize(theta)?;
-        g.copy_from_slice(self.gradient());
-        Ok(self.value())
-    }
-    fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<(), optic_ad::Error> {
-        array::Hvp::apply(self, v, out)
-    }
-}
-
 /// Settings of [`newton_cg`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewtonOptions {
@@ -651,7 +606,7 @@ struct CgStep {
 /// happens at the first iteration. `p` is always a descent direction.
 #[allow(clippy::too_many_arguments)]
 fn cg_solve(
-    h: &mut impl HvpOracle,
+    h: &mut Hvp<impl optic_ad::LeafFunction>,
     g: &[f64],
     tol: f64,
     max_iter: usize,
@@ -736,7 +691,7 @@ pub fn newton_cg(
     let t0 = std::time::Instant::now();
     let design = data.design();
     let theta = vec![0.0; data.n_params()];
-    let mut h = array::Hvp::new(|t| objective_array(t, &design), &theta)?;
+    let mut h = optic_ad::Hvp::array(|t| objective_array(t, &design), &theta)?;
     newton_cg_with(&mut h, t0.elapsed(), data.n_params(), opts, progress)
 }
 
@@ -760,14 +715,14 @@ pub fn newton_cg_scalar(
     newton_cg_with(&mut h, t0.elapsed(), data.n_params(), opts, progress)
 }
 
-/// The Newton-CG iteration of [`newton_cg`] on any [`HvpOracle`] over `n`
+/// The Newton-CG iteration of [`newton_cg`] on any compiled [`Hvp`] over `n`
 /// parameters, from `θ = 0`; `setup_time` is reported in the [`Fit`].
 ///
 /// # Errors
 ///
 /// As [`newton_cg`].
 pub fn newton_cg_with(
-    h: &mut impl HvpOracle,
+    h: &mut Hvp<impl optic_ad::LeafFunction>,
     setup_time: std::time::Duration,
     n: usize,
     opts: &NewtonOptions,

@@ -46,42 +46,15 @@ fn gradient_program(p: &ArrayProgram) -> Result<ArrayProgram> {
 /// assert_relative_eq!(g[1], 2.0 + 3.0_f64.cos());
 /// ```
 pub fn gradient(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Vec<f64>> {
-    let mut g = Gradient::new(f, x)?;
+    let mut core = GradientCore::new(&trace_scalar(f, x)?, x.len())?;
     let mut out = vec![0.0; x.len()];
-    g.eval(x, &mut out)?;
+    core.run(x, &mut out)?;
     Ok(out)
 }
 
-/// A compiled gradient of `f : ℝⁿ → ℝ`: traced and differentiated once,
-/// then evaluated at any point of the same length with no allocation.
-///
-/// Where a comparison recorded while tracing no longer holds at a new
-/// point (a branch on a value such as `x.sum()`), the gradient re-traces
-/// `f` there, once, and goes on with the new program, as the scalar
-/// [`crate::Gradient`] does. A comparison inside a map body is another
-/// matter: the body is traced once, at an arbitrary point (0.5), and its
-/// guards must hold in every element; re-tracing cannot change that, and
-/// the error is returned (write such branches with `select`).
-///
-/// # Example
-///
-/// ```
-/// use optic_ad::array::{Array, Gradient};
-///
-/// let mut g = Gradient::new(|x| Ok(x.map(|t| t * t).sum()), &[0.0; 3]).unwrap();
-/// let mut out = [0.0; 3];
-/// let y = g.eval(&[1.0, 2.0, 3.0], &mut out).unwrap();
-/// assert_eq!((y, out), (14.0, [2.0, 4.0, 6.0]));
-/// ```
-#[derive(Clone)]
-pub struct Gradient<F> {
-    f: F,
-    core: GradientCore,
-}
-
 /// The gradient program of a traced array program and its workspace,
-/// run at a point; re-tracing is the owner's ([`Gradient`], and the scalar
-/// drivers for code with loops).
+/// run at a point; re-tracing is the owner's ([`crate::Gradient`], for
+/// array functions and for scalar code with loops).
 #[derive(Clone)]
 pub(crate) struct GradientCore {
     program: ArrayProgram,
@@ -111,102 +84,23 @@ impl GradientCore {
     pub(crate) fn program(&self) -> &ArrayProgram {
         &self.program
     }
-}
 
-impl<F> std::fmt::Debug for Gradient<F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Gradient")
-            .field("n", &self.core.n)
-            .field("program", &self.core.program)
-            .finish()
-    }
-}
-
-impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<F> {
-    /// Traces `f` at `x` and builds its gradient program.
-    ///
-    /// # Errors
-    ///
-    /// An error `f` returns while tracing.
-    pub fn new(f: F, x: &[f64]) -> Result<Self> {
-        let core = GradientCore::new(&trace_scalar(&f, x)?, x.len())?;
-        Ok(Gradient { f, core })
-    }
-
-    /// `f(x)`, with `∇f(x)` written to `grad` (the maps that compute it
-    /// write there directly, with no copy).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LengthMismatch`] if `x` or `grad` does not have the traced
-    /// length (`grad` untouched); an error of re-tracing `f` where a guard
-    /// no longer holds; [`Error::GuardFailed`] where a guard fails again
-    /// after re-tracing (in a map body, where elements branch apart).
-    /// After an error `grad` may hold part of a result: do not use it.
-    pub fn eval(&mut self, x: &[f64], grad: &mut [f64]) -> Result<f64> {
-        match self.core.run(x, grad) {
-            Err(Error::GuardFailed { .. }) => {
-                self.core = GradientCore::new(&trace_scalar(&self.f, x)?, x.len())?;
-                self.core.run(x, grad)
-            }
-            other => other,
-        }
-    }
-
-    /// The gradient program, `x ↦ (f(x), ∇f(x))`.
-    pub fn program(&self) -> &ArrayProgram {
-        &self.core.program
-    }
-
-    /// Test hook of the native backend (feature `jit`): how many map
-    /// bodies run as compiled block kernels so far, and how many maps there
-    /// are.
+    /// How many map bodies run as compiled block kernels so far, and how
+    /// many maps there are.
     #[cfg(feature = "jit")]
-    #[doc(hidden)]
-    pub fn native_kernels(&self) -> (usize, usize) {
-        self.core.ws.native_kernels()
+    pub(crate) fn native_kernels(&self) -> (usize, usize) {
+        self.ws.native_kernels()
     }
-}
-
-/// Hessian-vector products of `f : ℝⁿ → ℝ` by forward-over-reverse on the
-/// array program (∂⃗ of the gradient program), split in two stages:
-/// [`Hvp::linearize`] runs every instruction that does not depend on the
-/// direction, once per point; [`Hvp::apply`] runs the rest, once per
-/// direction. Neither allocates.
-///
-/// Where a comparison recorded while tracing no longer holds at a new
-/// point, [`Hvp::linearize`] and [`Hvp::eval`] re-trace `f` there, once,
-/// and go on with the new programs, as the scalar [`crate::Hvp`] does (see
-/// [`Gradient`] for comparisons inside map bodies).
-///
-/// # Example
-///
-/// ```
-/// use approx::assert_relative_eq;
-/// use optic_ad::array::{Array, Hvp};
-///
-/// // f(x) = Σ xᵢ³: H = diag(6x).
-/// let mut h = Hvp::new(|x| Ok(x.map(|t| t * t * t).sum()), &[1.0, 2.0]).unwrap();
-/// h.linearize(&[1.0, 2.0]).unwrap();
-/// let mut hv = [0.0; 2];
-/// h.apply(&[1.0, 1.0], &mut hv).unwrap();
-/// assert_eq!(hv, [6.0, 12.0]);
-/// assert_eq!(h.gradient(), &[3.0, 12.0]);
-/// ```
-#[derive(Clone)]
-pub struct Hvp<F> {
-    f: F,
-    core: HvpCore,
 }
 
 /// The split Hessian-vector programs of a traced array program, their
 /// workspaces and the linearized point; re-tracing is the owner's
-/// ([`Hvp`], and the scalar drivers for code with loops).
+/// ([`crate::Hvp`], for array functions and for scalar code with loops).
 #[derive(Clone)]
 pub(crate) struct HvpCore {
     program: ArrayProgram,
     ws: ArrayWorkspace,
-    /// `(x, v) ↦ H(x) v` in one pass, for [`Hvp::eval`]; built on its
+    /// `(x, v) ↦ H(x) v` in one pass, for [`crate::Hvp::eval`]; built on its
     /// first call.
     one_pass: Option<(ArrayProgram, ArrayWorkspace)>,
     /// The gradient program, which `one_pass` is built from.
@@ -218,16 +112,6 @@ pub(crate) struct HvpCore {
     /// The linearized point (allocated by the first `linearize`).
     x: Vec<f64>,
     linearized: bool,
-}
-
-impl<F> std::fmt::Debug for Hvp<F> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Hvp")
-            .field("n", &self.core.n)
-            .field("program", &self.core.program)
-            .field("linearized", &self.core.linearized)
-            .finish()
-    }
 }
 
 impl HvpCore {
@@ -309,121 +193,13 @@ impl HvpCore {
     pub(crate) fn program(&self) -> &ArrayProgram {
         &self.program
     }
-}
 
-impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<F> {
-    /// Traces `f` at `x` and builds `(x, v) ↦ (f, ∇f, H v)`.
-    ///
-    /// # Errors
-    ///
-    /// An error `f` returns while tracing.
-    pub fn new(f: F, x: &[f64]) -> Result<Self> {
-        let core = HvpCore::new(&trace_scalar(&f, x)?, x.len())?;
-        Ok(Hvp { f, core })
-    }
-
-    /// Re-traces `f` at `x` (a guard failed there): new programs, the
-    /// one-pass program to be built again, nothing linearized.
-    fn retrace(&mut self, x: &[f64]) -> Result<()> {
-        self.core = HvpCore::new(&trace_scalar(&self.f, x)?, x.len())?;
-        Ok(())
-    }
-
-    /// Runs the direction-free part at `x`: `f(x)`, `∇f(x)` and what
-    /// [`Hvp::apply`] reuses.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LengthMismatch`] if `x` does not have the traced length;
-    /// an error of re-tracing `f` where a guard no longer holds;
-    /// [`Error::GuardFailed`] where one fails again after re-tracing.
-    pub fn linearize(&mut self, x: &[f64]) -> Result<()> {
-        match self.core.linearize(x) {
-            Err(Error::GuardFailed { .. }) => {
-                self.retrace(x)?;
-                self.core.linearize(x)
-            }
-            other => other,
-        }
-    }
-
-    /// `H v` at the linearized point, written to `out` (the maps that
-    /// compute it write there directly, with no copy).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::NotLinearized`] before [`Hvp::linearize`];
-    /// [`Error::LengthMismatch`] if `v` or `out` does not have length `n`
-    /// (`out` untouched).
-    pub fn apply(&mut self, v: &[f64], out: &mut [f64]) -> Result<()> {
-        self.core.apply(v, out)
-    }
-
-    /// `H(x) v` at a new point in one pass, written to `out`: the
-    /// program `(x, v) ↦ H(x) v` runs the primal and the tangent together,
-    /// storing no coefficients (for the chained Rosenbrock function, one
-    /// pass over `x` and `v` that adds both contributions of each term
-    /// into `out`). For one direction per point this is faster than
-    /// [`Hvp::linearize`] then [`Hvp::apply`]; for several directions at
-    /// one point, linearize once and apply. It does not change the
-    /// linearized point. The one-pass program is built on the first call
-    /// (about as long as building the `Hvp`); later calls allocate nothing.
-    /// Results equal `linearize` + `apply`'s to rounding (the products are
-    /// associated differently).
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LengthMismatch`] if `x`, `v` or `out` does not have length
-    /// `n` (`out` untouched); an error of re-tracing `f` where a guard no
-    /// longer holds (the linearized point is then dropped:
-    /// [`Hvp::linearize`] again before [`Hvp::apply`]);
-    /// [`Error::GuardFailed`] where one fails again after re-tracing.
-    ///
-    /// # Example
-    ///
-    /// ```
-    /// use optic_ad::array::{Array, Hvp};
-    ///
-    /// // f(x) = Σ xᵢ³: H = diag(6x).
-    /// let mut h = Hvp::new(|x| Ok(x.map(|t| t * t * t).sum()), &[1.0, 2.0]).unwrap();
-    /// let mut hv = [0.0; 2];
-    /// h.eval(&[1.0, 3.0], &[1.0, 1.0], &mut hv).unwrap();
-    /// assert_eq!(hv, [6.0, 18.0]);
-    /// ```
-    pub fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
-        match self.core.eval(x, v, out) {
-            Err(Error::GuardFailed { .. }) => {
-                self.retrace(x)?;
-                self.core.eval(x, v, out)
-            }
-            other => other,
-        }
-    }
-
-    /// `f` at the linearized point.
-    pub fn value(&self) -> f64 {
-        self.core.value()
-    }
-
-    /// `∇f` at the linearized point.
-    pub fn gradient(&self) -> &[f64] {
-        self.core.gradient()
-    }
-
-    /// The program `(x, v) ↦ (f, ∇f, H v)`.
-    pub fn program(&self) -> &ArrayProgram {
-        self.core.program()
-    }
-
-    /// Test hook of the native backend (feature `jit`): how many map
-    /// bodies run as compiled block kernels so far, and how many maps there
-    /// are, over the two-pass and the one-pass programs.
+    /// How many map bodies run as compiled block kernels so far, and how
+    /// many maps there are, over the two-pass and the one-pass programs.
     #[cfg(feature = "jit")]
-    #[doc(hidden)]
-    pub fn native_kernels(&self) -> (usize, usize) {
-        let (k, m) = self.core.ws.native_kernels();
+    pub(crate) fn native_kernels(&self) -> (usize, usize) {
+        let (k, m) = self.ws.native_kernels();
         let (k1, m1) = self
-            .core
             .one_pass
             .as_ref()
             .map_or((0, 0), |(_, ws)| ws.native_kernels());
@@ -431,7 +207,7 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<F> {
     }
 }
 
-/// The programs of an [`Hvp`] traced at one point.
+/// The programs of an [`HvpCore`] traced at one point.
 struct HvpParts {
     program: ArrayProgram,
     ws: ArrayWorkspace,
@@ -502,7 +278,7 @@ fn tangent_mask(p: &ArrayProgram) -> Vec<bool> {
 /// Rewrites each direction-dependent map, which is linear in its
 /// direction-dependent arguments, as coefficients computed by a map of its
 /// own (residuals of the first stage) and a few products, so that
-/// [`Hvp::linearize`] computes the coefficients once and [`Hvp::apply`]
+/// [`crate::Hvp::linearize`] computes the coefficients once and [`crate::Hvp::apply`]
 /// runs only the products (for the WDBC model: one coefficient
 /// `σ(m)σ(−m)` per sample, and one product per direction).
 fn hoist_residuals(p: &ArrayProgram) -> Result<ArrayProgram> {
@@ -542,7 +318,8 @@ fn hoist_residuals(p: &ArrayProgram) -> Result<ArrayProgram> {
 ///
 /// # Errors
 ///
-/// As [`Hvp::new`], [`Hvp::linearize`] and [`Hvp::apply`].
+/// As [`crate::Hvp::array`], [`crate::Hvp::linearize`] and
+/// [`crate::Hvp::apply`], of which this is the one-shot form.
 ///
 /// # Example
 ///
@@ -555,57 +332,9 @@ fn hoist_residuals(p: &ArrayProgram) -> Result<ArrayProgram> {
 /// assert_eq!(hv, vec![2.0, 2.0]);
 /// ```
 pub fn hvp(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64], v: &[f64]) -> Result<Vec<f64>> {
-    let mut h = Hvp::new(f, x)?;
-    h.linearize(x)?;
+    let mut core = HvpCore::new(&trace_scalar(f, x)?, x.len())?;
+    core.linearize(x)?;
     let mut out = vec![0.0; x.len()];
-    h.apply(v, &mut out)?;
+    core.apply(v, &mut out)?;
     Ok(out)
-}
-
-/// `[f(x), Df(x)[v], D²f(x)[v, v], D³f(x)[v, v, v]]`: derivatives of
-/// `t ↦ f(x + t v)` at 0 up to order 3, by ∂⃗ applied three times to the
-/// array program (each application a program again).
-///
-/// Shapes: `x` and `v` have the same length `n`.
-///
-/// # Errors
-///
-/// [`Error::LengthMismatch`] if `v.len() != x.len()`; an error `f`
-/// returns; [`Error::GuardFailed`].
-///
-/// # Example
-///
-/// ```
-/// use approx::assert_relative_eq;
-/// use optic_ad::array::{directional3, Array};
-/// use optic_ad::Real;
-///
-/// // f(x) = Σ sin xᵢ along v = 𝟙: derivatives Σ sin, Σ cos, −Σ sin, −Σ cos.
-/// let x = [0.1, 0.2];
-/// let d = directional3(|x| Ok(x.map(|t| t.sin()).sum()), &x, &[1.0, 1.0]).unwrap();
-/// let (s, c) = (0.1_f64.sin() + 0.2_f64.sin(), 0.1_f64.cos() + 0.2_f64.cos());
-/// assert_relative_eq!(d[3], -c, max_relative = 1e-15);
-/// assert_relative_eq!(d[2], -s, max_relative = 1e-15);
-/// ```
-pub fn directional3(
-    f: impl Fn(&TArray) -> Result<TScalar>,
-    x: &[f64],
-    v: &[f64],
-) -> Result<[f64; 4]> {
-    check_len("directional3: v", x.len(), v.len())?;
-    let p = trace_scalar(f, x)?;
-    let f3 = forward(&forward(&forward(&p)?)?)?;
-    // Inputs [x, ẋ, x′, ẋ′, x″, ẋ″, x‴, ẋ‴]: ẋ = x′ = x″ = v, the rest
-    // structural zeros; outputs [y, ẏ, y′, ẏ′, y″, ẏ″, y‴, ẏ‴].
-    let z = Some(-0.0);
-    let fixed = [None, None, None, z, None, z, z, z];
-    let q = f3.specialize(&fixed, &[0, 1, 3, 7])?;
-    let out = q.eval(&[x, v, v, v])?;
-    let at = |k: usize| {
-        out.get(k)
-            .and_then(|o| o.first())
-            .copied()
-            .unwrap_or(f64::NAN)
-    };
-    Ok([at(0), at(1), at(2), at(3)])
 }

@@ -76,7 +76,7 @@ mod unroll;
 
 pub use crate::functor::nest;
 pub use api::{Array, Dense, Indices};
-pub use drivers::{directional3, gradient, hvp, Gradient, Hvp};
+pub use drivers::{gradient, hvp};
 pub(crate) use drivers::{GradientCore, HvpCore};
 pub use exec::ArrayWorkspace;
 pub use ir::{

@@ -333,7 +333,7 @@ pub(crate) fn forward_with(p: &ArrayProgram, joint: bool) -> Result<ArrayProgram
 /// Each coefficient is the body with late input `l` set to 1 and the other
 /// late inputs to structural zeros; that is exact for a body linear in the
 /// late inputs, which every direction-dependent map of a pushforward is
-/// (each pushforward rule is linear in the tangents). [`crate::array::Hvp`]
+/// (each pushforward rule is linear in the tangents). [`crate::Hvp::array`]
 /// uses it so that `linearize` computes the coefficients once and `apply`
 /// runs a few multiply-adds per element.
 pub(crate) fn linear_split(body: &Program, early: &[bool]) -> Option<(Program, Program)> {
