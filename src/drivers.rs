@@ -1493,7 +1493,6 @@ where
     /// [`NATIVE_ORDER`]: ∂⃗ᴺ of the traced program, which
     /// [`Derivatives::eval`] runs instead of the Taylor jets (the program
     /// is compiled to machine code once it is hot).
-    #[cfg(feature = "jit")]
     native: Option<(Executable, Registers)>,
 }
 
@@ -1501,20 +1500,18 @@ where
 /// (feature `jit`). Nested forward mode doubles the tangent parts at each
 /// order while Taylor mode grows like N², so beyond this order the Taylor
 /// jets stay.
-#[cfg(feature = "jit")]
 const NATIVE_ORDER: usize = 3;
 
 /// ∂⃗ᴺ of a Taylor program's trace, for [`Derivatives`] with the native
 /// backend (`None` above [`NATIVE_ORDER`]). Also `None` where the program
 /// could not run natively (user rules, or longer than the backend
 /// compiles): there the Taylor jets are faster.
-#[cfg(feature = "jit")]
 fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Executable, Registers)>> {
-    if order > NATIVE_ORDER || !t.program().rules.is_empty() {
+    if !crate::backend::NATIVE || order > NATIVE_ORDER || !t.program().rules.is_empty() {
         return Ok(None);
     }
     let p = Executable::new(univariate_program(t.program(), order)?);
-    if p.register_code_size().0 > crate::backend::native::MAX_PROGRAM {
+    if !p.compiles_natively() {
         return Ok(None);
     }
     Ok(Some((p, Registers::new())))
@@ -1522,7 +1519,6 @@ fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Executa
 
 /// `[f, f′, …]` with `−0.0` derivatives as `+0.0` (the value left bit for
 /// bit), as the Taylor path gives them ([`scale_by_factorials`](crate::functor::taylor::scale_by_factorials)).
-#[cfg(feature = "jit")]
 fn positive_zero_derivatives<N: ArrayLength>(d: &GenericArray<f64, N>) -> GenericArray<f64, N> {
     let mut d = d.clone();
     for v in d.iter_mut().skip(1) {
@@ -1569,7 +1565,6 @@ where
         let taylor = traced_univariate(&f, x0, N::to_usize())?;
         Ok(Derivatives {
             f,
-            #[cfg(feature = "jit")]
             native: native_derivatives(&taylor, N::to_usize())?,
             taylor,
             input: GenericArray::default(),
@@ -1595,7 +1590,6 @@ where
         // Once compiled, straight from the native code's registers; all
         // else (compiling, guards that fail, Taylor jets) out of line, so
         // that this path stays a small function.
-        #[cfg(feature = "jit")]
         if let Some((p, regs)) = &mut self.native {
             if let Some(Ok(d)) = p.eval_f64_compiled(regs, &[x]) {
                 if d.len() == self.out.len() {
@@ -1609,7 +1603,6 @@ where
     /// [`Derivatives::eval`] off its fast path.
     #[inline(never)]
     fn eval_general(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
-        #[cfg(feature = "jit")]
         if let Some((p, regs)) = &mut self.native {
             return match p.eval_f64(regs, &[x], &mut self.out) {
                 Ok(()) => Ok(positive_zero_derivatives(&self.out)),
@@ -1638,7 +1631,6 @@ where
 
     /// A guard of the native ∂⃗ᴺ program failed at `x`: re-trace there,
     /// rebuild both programs and evaluate again.
-    #[cfg(feature = "jit")]
     #[cold]
     #[inline(never)]
     fn retrace_native(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
@@ -2354,7 +2346,6 @@ impl<F: LeafFunction> Gradient<F> {
     /// Test hook of the native backend (feature `jit`): how many array map
     /// bodies run as compiled block kernels so far, and how many maps
     /// there are (zeros for a program on the scalar trace).
-    #[cfg(feature = "jit")]
     #[doc(hidden)]
     pub fn native_kernels(&self) -> (usize, usize) {
         match &self.code {
@@ -2933,7 +2924,6 @@ impl<F: LeafFunction> Hvp<F> {
     /// Test hook of the native backend (feature `jit`): how many array map
     /// bodies run as compiled block kernels so far, and how many maps
     /// there are (zeros for a program on the scalar trace).
-    #[cfg(feature = "jit")]
     #[doc(hidden)]
     pub fn native_kernels(&self) -> (usize, usize) {
         match &self.code {

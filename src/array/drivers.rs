@@ -87,7 +87,6 @@ impl GradientCore {
 
     /// How many map bodies run as compiled block kernels so far, and how
     /// many maps there are.
-    #[cfg(feature = "jit")]
     pub(crate) fn native_kernels(&self) -> (usize, usize) {
         self.ws.native_kernels()
     }
@@ -196,7 +195,6 @@ impl HvpCore {
 
     /// How many map bodies run as compiled block kernels so far, and how
     /// many maps there are, over the two-pass and the one-pass programs.
-    #[cfg(feature = "jit")]
     pub(crate) fn native_kernels(&self) -> (usize, usize) {
         let (k, m) = self.ws.native_kernels();
         let (k1, m1) = self

@@ -488,8 +488,8 @@ impl ArrayWorkspace {
     }
 
     /// Test hook of the native backend (feature `jit`): how many maps have
-    /// a compiled block kernel so far, and how many maps there are.
-    #[cfg(feature = "jit")]
+    /// a compiled block kernel so far (none without the feature), and how
+    /// many maps there are.
     #[doc(hidden)]
     pub fn native_kernels(&self) -> (usize, usize) {
         let maps = self.bodies.iter().flatten();

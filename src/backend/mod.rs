@@ -70,6 +70,11 @@ use crate::program::ir::Program;
 use native::BLOCK;
 use vm::{run_all, Lane};
 
+/// Whether this build has the native backend (feature `jit`): the one
+/// switch the drivers read, so that the feature is decided here and not
+/// across the crate.
+pub(crate) const NATIVE: bool = cfg!(feature = "jit");
+
 pub(crate) use code::RegisterCode;
 pub use vm::Registers;
 pub(crate) use vm::{LaneRegisters, LANES};
@@ -158,9 +163,12 @@ impl Executable {
 
     /// Whether the program's block kernel (a map body's native code) is
     /// compiled.
-    #[cfg(feature = "jit")]
+    /// (Never without the native backend.)
     pub(crate) fn has_native_block(&self) -> bool {
-        self.native.block.get().is_some_and(Option::is_some)
+        #[cfg(feature = "jit")]
+        return self.native.block.get().is_some_and(Option::is_some);
+        #[cfg(not(feature = "jit"))]
+        false
     }
 
     /// The register code, lowered on first use.
@@ -254,6 +262,17 @@ impl Executable {
             }
         }
         r.get(nc.out_base..nc.out_base + self.outputs.len()).map(Ok)
+    }
+
+    /// Without the native backend there is no compiled code: `None`.
+    #[cfg(not(feature = "jit"))]
+    #[inline]
+    pub(crate) fn eval_f64_compiled<'r>(
+        &self,
+        _: &'r mut Registers,
+        _: &[f64],
+    ) -> Option<Result<&'r [f64]>> {
+        None
     }
 
     /// The native code of the whole program (feature `jit`), compiled on
@@ -532,6 +551,15 @@ impl Executable {
             Some(rule) => rule.value(&x[..len as usize]),
             None => f64::NAN,
         }
+    }
+
+    /// Whether the native backend compiles this whole program: built with
+    /// feature `jit`, and no longer than it compiles.
+    pub(crate) fn compiles_natively(&self) -> bool {
+        #[cfg(feature = "jit")]
+        return self.register_code_size().0 <= native::MAX_PROGRAM;
+        #[cfg(not(feature = "jit"))]
+        false
     }
 
     /// Length of the register code and number of registers (for tests and
