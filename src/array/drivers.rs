@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram};
 use super::trace::{trace, TArray, TScalar};
-use super::transform::{forward, forward_with, linear_split, reverse_joint};
+use super::transform::{forward_with, linear_split};
 use crate::error::{check_len, Error, Result};
+use crate::functor::{forward, reverse_joint};
 
 /// Traces `f` at `x` (one vector input, one scalar output).
 fn trace_scalar(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<ArrayProgram> {

@@ -75,6 +75,7 @@ mod transform;
 mod unroll;
 
 pub use crate::functor::nest;
+pub use crate::functor::{forward, reverse_joint};
 pub use api::{Array, Dense, Indices};
 pub use drivers::{gradient, hvp};
 pub(crate) use drivers::{GradientCore, HvpCore};
@@ -90,4 +91,3 @@ pub use shape::Shape;
 pub use taylor::{taylor, Directional, TaylorProgram};
 pub(crate) use trace::trace_hosted;
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
-pub use transform::{forward, reverse_joint};

@@ -103,6 +103,15 @@ impl ProgramKind for ArrayProgram {
     type Block<'a> = &'a [&'a [f64]];
     type Values = Vec<Vec<f64>>;
     type Stages = ArrayStages;
+    type Derived = Result<ArrayProgram>;
+
+    fn forward_kind(&self) -> Result<ArrayProgram> {
+        super::transform::forward_array(self)
+    }
+
+    fn reverse_joint_kind(&self) -> Result<ArrayProgram> {
+        super::transform::reverse_joint_array(self)
+    }
 
     fn io(&self) -> (usize, usize) {
         (self.input_shapes.len(), self.outputs.len())
@@ -113,7 +122,7 @@ impl ProgramKind for ArrayProgram {
     }
 
     fn joint_ordered(&self, in_w: &[usize], out_w: &[usize], perm: &[usize]) -> Result<Self> {
-        let joint = super::transform::reverse_joint(self)?;
+        let joint = super::transform::reverse_joint_array(self)?;
         let joint_in: Vec<usize> = in_w.iter().chain(out_w).copied().collect();
         let joint_out: Vec<usize> = out_w.iter().chain(in_w).copied().collect();
         permute_blocks(&joint, &joint_in, &joint_out, perm)

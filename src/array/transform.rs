@@ -8,7 +8,8 @@ use rustc_hash::FxHashMap;
 
 use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram, Operands, Shape};
 use crate::error::Result;
-use crate::functor::{forward as scalar_forward, reverse_joint as scalar_reverse_joint};
+use crate::functor::forward::forward_program as scalar_forward;
+use crate::functor::reverse::reverse_joint_program as scalar_reverse_joint;
 use crate::program::{Program, Seed};
 
 /// Derived bodies, one per (body, which cotangents or tangents are
@@ -107,21 +108,7 @@ impl BodyCache {
 ///
 /// None for programs built by this crate (the builder checks shapes; an
 /// error here would mean a bug in a rule).
-///
-/// # Example
-///
-/// ```
-/// use optic_ad::array::{reverse_joint, trace, Array};
-/// use optic_ad::Real;
-///
-/// // f(x) = Σ sin(xᵢ): J(x, ȳ) = (f, ȳ cos(x)).
-/// let x = [0.1, 0.2];
-/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.sin()).sum()), &[&x]).unwrap();
-/// let j = reverse_joint(&p).unwrap();
-/// let out = j.eval(&[&x, &[2.0]]).unwrap();
-/// assert_eq!(out[1], vec![2.0 * 0.1_f64.cos(), 2.0 * 0.2_f64.cos()]);
-/// ```
-pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
+pub(crate) fn reverse_joint_array(p: &ArrayProgram) -> Result<ArrayProgram> {
     let mut cache = BodyCache::default();
     let mut b = ArrayBuilder::new();
     let xs: Vec<AVar> = p.input_shapes.iter().map(|&s| b.input(s)).collect();
@@ -220,20 +207,8 @@ pub fn reverse_joint(p: &ArrayProgram) -> Result<ArrayProgram> {
 ///
 /// # Errors
 ///
-/// As [`reverse_joint`].
-///
-/// # Example
-///
-/// ```
-/// use optic_ad::array::{forward, trace, Array};
-///
-/// // f(x) = Σ xᵢ³: ẏ = Σ 3xᵢ² ẋᵢ.
-/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t * t * t).sum()), &[&[1.0, 2.0]]).unwrap();
-/// let f = forward(&p).unwrap();
-/// let out = f.eval(&[&[1.0, 2.0], &[1.0, 1.0]]).unwrap();
-/// assert_eq!(out[1], vec![15.0]);
-/// ```
-pub fn forward(p: &ArrayProgram) -> Result<ArrayProgram> {
+/// As [`reverse_joint_array`].
+pub(crate) fn forward_array(p: &ArrayProgram) -> Result<ArrayProgram> {
     forward_with(p, true)
 }
 

@@ -2,6 +2,7 @@
 //! "∂P.jl terminology and notation guide", §IV: `f₊`; the Futhark notes on
 //! forward and reverse mode AD on tangent insertion).
 
+use super::kind::ProgramKind;
 use crate::program::{Builder, Instr, OptVar, Program, Var, MAX_ARITY};
 use crate::rules;
 use crate::rules::CustomRule;
@@ -42,7 +43,32 @@ use crate::rules::CustomRule;
 /// let out = ff.eval(&seeds).unwrap();
 /// assert_relative_eq!(out[3], -3.0 * 0.5_f64.sin()); // ∂²y/∂x₀²
 /// ```
-pub fn forward(p: &Program) -> Program {
+///
+/// # Array programs
+///
+/// On an [`ArrayProgram`](crate::array::ArrayProgram) (the same function,
+/// also named `array::forward`) each array operation's tangent is its
+/// pushforward rule; a map's tangent is a map of the body's scalar
+/// pushforward (this functor on the body). Inputs `[x…, ẋ…]`, outputs
+/// `[y…, ẏ…]`. It returns a `Result` there ([`ProgramKind::Derived`]): an
+/// error would mean a shape rule that refuses, a bug in a rule for
+/// programs this crate built.
+///
+/// ```
+/// use optic_ad::array::{forward, trace, Array};
+///
+/// // f(x) = Σ xᵢ³: ẏ = Σ 3xᵢ² ẋᵢ.
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t * t * t).sum()), &[&[1.0, 2.0]]).unwrap();
+/// let f = forward(&p).unwrap();
+/// let out = f.eval(&[&[1.0, 2.0], &[1.0, 1.0]]).unwrap();
+/// assert_eq!(out[1], vec![15.0]);
+/// ```
+pub fn forward<P: ProgramKind>(p: &P) -> P::Derived {
+    p.forward_kind()
+}
+
+/// [`forward`] on a scalar program.
+pub(crate) fn forward_program(p: &Program) -> Program {
     let mut b = Builder::with_capacity(3 * p.code.len());
     let xs: Vec<Var> = (0..p.n_inputs).map(|_| b.input()).collect();
     let xdots: Vec<Option<Var>> = (0..p.n_inputs).map(|_| Some(b.input())).collect();

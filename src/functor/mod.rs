@@ -5,6 +5,7 @@
 
 pub(crate) mod dual;
 pub(crate) mod forward;
+pub(crate) mod kind;
 pub mod laws;
 pub(crate) mod nested;
 pub(crate) mod reverse;
@@ -12,7 +13,7 @@ pub(crate) mod taylor;
 
 pub use crate::program::{split_stages, Stage};
 pub use forward::forward;
-pub(crate) use nested::sealed::Sealed as ProgramKindSealed;
+pub(crate) use kind::sealed::Sealed as ProgramKindSealed;
 pub use nested::{
     nest, nested_derivatives, Closures, Level, MaxOrder, Nested, ProgramKind, MAX_NESTED_LEN,
     MAX_ORDER,

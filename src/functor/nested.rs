@@ -12,55 +12,8 @@ use crate::error::{Error, Result};
 use crate::program::Program;
 use crate::program::{Seed, Stage, Staged, StagedWorkspace};
 
-/// A kind of program that the nested-closure encoding applies to: scalar
-/// [`Program`]s (inputs and outputs are numbers) and
-/// [`ArrayProgram`](crate::array::ArrayProgram)s (inputs and outputs are
-/// arrays). [`nest`], [`Nested`] and [`Level`] are written once over it.
-/// Sealed: the crate implements it for those two.
-pub trait ProgramKind: Clone + std::fmt::Debug + sealed::Sealed {
-    /// A block of closure inputs as a caller gives it: `&[f64]` for a
-    /// scalar program, one slice per array (`&[&[f64]]`) for an array
-    /// program.
-    type Block<'a>: Copy;
-    /// A block of closure outputs as returned: `Vec<f64>`, or one vector
-    /// per array.
-    type Values;
-    /// The planned stages of a bundle and the buffers they run in.
-    #[doc(hidden)]
-    type Stages: Clone + std::fmt::Debug;
-
-    /// The number of inputs and of outputs (numbers, or arrays).
-    #[doc(hidden)]
-    fn io(&self) -> (usize, usize);
-    /// The instructions a nesting level copies (map bodies included).
-    #[doc(hidden)]
-    fn nested_len(&self) -> usize;
-    /// ∂⃖ as one joint program whose input blocks (of `in_w` and then
-    /// `out_w` entries: `[x…, ȳ…]`) and output blocks (`out_w`, then
-    /// `in_w`) are taken in the order `perm`.
-    #[doc(hidden)]
-    fn joint_ordered(&self, in_w: &[usize], out_w: &[usize], perm: &[usize]) -> Result<Self>;
-    /// The program as the order-0 bundle.
-    #[doc(hidden)]
-    fn order_zero(&self) -> Self;
-    /// Plans the stages of `bundle`, the order-`order` bundle of a program
-    /// with `io` inputs and outputs.
-    #[doc(hidden)]
-    fn plan(bundle: Self, io: (usize, usize), order: usize) -> Result<Self::Stages>;
-    /// Runs stage `k` of the bundle on its own inputs.
-    #[doc(hidden)]
-    fn run_stage(
-        stages: &mut Self::Stages,
-        k: usize,
-        given: Self::Block<'_>,
-    ) -> Result<Self::Values>;
-}
-
-pub(crate) mod sealed {
-    /// Only the crate's program kinds implement
-    /// [`ProgramKind`](super::ProgramKind).
-    pub trait Sealed {}
-}
+use super::kind::sealed;
+pub use super::kind::ProgramKind;
 
 /// The order-`order` bundle program `P_order(x; d₁ … d_K) → (y, r₁ … r_K)`
 /// with `K = 2^order − 1`, built by applying ∂⃖ `order` times, for a scalar
@@ -159,6 +112,15 @@ impl ProgramKind for Program {
     type Block<'a> = &'a [f64];
     type Values = Vec<f64>;
     type Stages = ScalarStages;
+    type Derived = Program;
+
+    fn forward_kind(&self) -> Program {
+        super::forward::forward_program(self)
+    }
+
+    fn reverse_joint_kind(&self) -> Program {
+        super::reverse::reverse_joint_program(self)
+    }
 
     fn io(&self) -> (usize, usize) {
         (self.n_inputs, self.outputs.len())

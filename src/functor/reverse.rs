@@ -37,7 +37,34 @@ use crate::rules::CustomRule;
 /// assert_relative_eq!(out[1], 50.0);
 /// assert_relative_eq!(out[2], 20.0);
 /// ```
-pub fn reverse_joint(p: &Program) -> Program {
+///
+/// # Array programs
+///
+/// On an [`ArrayProgram`](crate::array::ArrayProgram) (the same function,
+/// also named `array::reverse_joint`) each array operation's cotangent is
+/// its pullback rule (the table is in the book's chapter "Arrays"); a
+/// map's pullback is a map of the body's scalar joint program (this
+/// functor on the body). Inputs `[x…, ȳ…]` (ȳ of each output's shape),
+/// outputs `[y…, x̄…]`. It returns a `Result` there
+/// ([`ProgramKind::Derived`](super::kind::ProgramKind::Derived)).
+///
+/// ```
+/// use optic_ad::array::{reverse_joint, trace, Array};
+/// use optic_ad::Real;
+///
+/// // f(x) = Σ sin(xᵢ): J(x, ȳ) = (f, ȳ cos(x)).
+/// let x = [0.1, 0.2];
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.sin()).sum()), &[&x]).unwrap();
+/// let j = reverse_joint(&p).unwrap();
+/// let out = j.eval(&[&x, &[2.0]]).unwrap();
+/// assert_eq!(out[1], vec![2.0 * 0.1_f64.cos(), 2.0 * 0.2_f64.cos()]);
+/// ```
+pub fn reverse_joint<P: super::kind::ProgramKind>(p: &P) -> P::Derived {
+    p.reverse_joint_kind()
+}
+
+/// [`reverse_joint`] on a scalar program.
+pub(crate) fn reverse_joint_program(p: &Program) -> Program {
     let in_order: Vec<usize> = (0..p.input_blocks.len() + p.output_blocks.len()).collect();
     let out_order: Vec<usize> = (0..p.output_blocks.len() + p.input_blocks.len()).collect();
     reverse_joint_ordered(p, &p.input_blocks, &p.output_blocks, &in_order, &out_order)
