@@ -1748,13 +1748,16 @@ where
 /// per primitive. Entry `k` is `Dᵏf(x)[v, …, v]`: entry 1 is `∇f · v`,
 /// entry 2 is `vᵀ H v`.
 ///
-/// Shapes: `x` and `v` have the same length `n ≥ 1`; the result has
-/// `N + 1` entries.
+/// Shapes: `x` is any [`Point`] with `n ≥ 1` leaves (a slice, or a struct
+/// deriving [`Differentiable`], as for [`gradient`]) and `v` a direction
+/// with the same leaves; the result has `N + 1` entries.
 ///
 /// # Errors
 ///
-/// [`Error::EmptyInput`] for an empty `x`; [`Error::LengthMismatch`]
-/// unless `v.len() == x.len()`; [`Error::ForeignTracer`] if `f` used a
+/// [`Error::EmptyInput`] for a point without leaves;
+/// [`Error::LengthMismatch`] unless `v` has as many leaves as `x`;
+/// [`Error::StructureMismatch`] if a structured `v` has other fields than
+/// `x`; [`Error::ForeignTracer`] if `f` used a
 /// tracer from a finished trace; [`Error::CapturedOutsideTrace`] if it
 /// closes over tracers. High orders lose digits as [`derivative`] says;
 /// [`TaylorProgram::eval_with_error`] gives the entries with estimates of
@@ -1780,7 +1783,25 @@ where
 /// assert_relative_eq!(d[3], -2.0, max_relative = 1e-14);
 /// assert_relative_eq!(d[4], -24.0, max_relative = 1e-14);
 /// ```
-pub fn taylor<N, T, R>(
+pub fn taylor<N, P, R>(
+    f: impl FnMut(&P::Arg<Tracer>) -> R,
+    x: &P,
+    v: &(impl Point<Scalar = P::Scalar> + ?Sized),
+) -> Result<GenericArray<P::Scalar, Add1<N>>>
+where
+    N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
+    Add1<N>: ArrayLength,
+    P: Point + ?Sized,
+    R: IntoTraced<Tracer>,
+{
+    let leaves = x.leaves();
+    check_nonempty("taylor", leaves.len())?;
+    let v = direction_leaves("direction v", x, &mut PointShape::new(leaves.len()), v)?;
+    taylor_flat::<N, _, _>(on_leaves_mut(x, f), &leaves, &v)
+}
+
+/// [`taylor`] on the flat leaves of the point and the direction.
+fn taylor_flat<N, T, R>(
     mut f: impl FnMut(&[Tracer]) -> R,
     x: &[T],
     v: &[T],
@@ -1791,8 +1812,6 @@ where
     T: Real,
     R: IntoTraced<Tracer>,
 {
-    check_nonempty("taylor", x.len())?;
-    check_len("direction v", x.len(), v.len())?;
     if is_f64::<T>() {
         let (x, v) = (primals(x), primals(v));
         let mut g = |t: &[Tracer]| f(t).into_traced();

@@ -14,10 +14,11 @@ use crate::common;
 use approx::assert_relative_eq;
 use common::check;
 use optic_ad::{
-    d3, gradient, hessian, hvp, jacobian, jvp, leaf_names, value_and_gradient, vjp, Differentiable,
-    Error, Gradient, Hvp, Leaves, Real, Rebuild, Tracer,
+    d3, gradient, hessian, hvp, jacobian, jvp, leaf_names, taylor, value_and_gradient, vjp,
+    Differentiable, Error, Gradient, Hvp, Leaves, Real, Rebuild, Tracer,
 };
 use proptest::prelude::*;
+use typenum::{U3, U4};
 
 #[derive(Clone, Debug, PartialEq, Differentiable)]
 struct Params<T> {
@@ -216,6 +217,17 @@ fn every_driver_on_a_nested_struct_equals_its_flat_form_bit_for_bit() {
     let third_flat = d3(model_loss_flat, &x, &v, &x, &v).unwrap();
     assert_eq!(third.to_bits(), third_flat.to_bits());
 
+    // Taylor mode along a structured direction: the flat form's numbers,
+    // bit for bit (one trace of the same leaves); entry 2 is vᵀ H v, which
+    // the structured HVP gives independently.
+    let jets = taylor::<U4, _, _>(model_loss, &m, &d).unwrap();
+    let jets_flat = taylor::<U4, _, _>(model_loss_flat, &x, &v).unwrap();
+    assert_eq!(bits(&jets), bits(&jets_flat));
+    let vhv: f64 = flat(&hv).iter().zip(&v).map(|(a, b)| a * b).sum();
+    assert_relative_eq!(jets[2], vhv, max_relative = 1e-12);
+    let d_d_d = d3(model_loss, &m, &d, &d, &d).unwrap();
+    assert_relative_eq!(jets[3], d_d_d, max_relative = 1e-12);
+
     let two = |m: &Model<Tracer>| vec![model_loss(m), m.scale * m.pair.0];
     let two_flat = |x: &[Tracer]| vec![model_loss_flat(x), x[6] * x[8]];
     let (y, jv) = jvp(two, &m, &d).unwrap();
@@ -291,6 +303,10 @@ fn a_direction_of_another_shape_is_an_error() {
     none.unused.push(1.0);
     assert!(matches!(
         d3(model_loss, &m, &m, &none, &m),
+        Err(Error::StructureMismatch { .. })
+    ));
+    assert!(matches!(
+        taylor::<U3, _, _>(model_loss, &m, &none),
         Err(Error::StructureMismatch { .. })
     ));
     // A flat direction for a structured point is refused, not guessed.

@@ -579,7 +579,7 @@ fn taylor_errors() {
         Err(Error::LengthMismatch { .. })
     ));
     assert!(matches!(
-        taylor::<U3, f64, _>(f, &[], &[]),
+        taylor::<U3, [f64], _>(f, &[], &[0.0; 0]),
         Err(Error::EmptyInput(_))
     ));
     assert!(matches!(
