@@ -1195,6 +1195,12 @@ fn bench_loops(c: &mut Criterion) {
                 sh.apply(black_box(&V), &mut shv).unwrap()
             })
         });
+        let mut one = [0.0; 6];
+        sh.eval(&P0, &V, &mut one).unwrap();
+        assert!(close(&one, &hd));
+        g.bench_function(format!("n={n}/scalar Hvp (one pass)"), |b| {
+            b.iter(|| sh.eval(black_box(&P0), black_box(&V), &mut one).unwrap())
+        });
         g.bench_function(format!("n={n}/scalar build Gradient"), |b| {
             b.iter(|| Gradient::new(fs, black_box(&P0)).unwrap())
         });
