@@ -250,6 +250,7 @@ const ARRAY_FUNCTION_ON_TRACERS: Error = Error::Unsupported(
 /// Result<TScalar>`: the `F` of a [`Gradient`] or [`Hvp`] made by
 /// [`Gradient::array`] or [`Hvp::array`]. Its programs are array programs
 /// (one instruction per array operation), evaluated at `f64` points.
+#[derive(Clone)]
 pub struct OnArray<F>(F);
 
 impl<F> std::fmt::Debug for OnArray<F> {
@@ -296,6 +297,7 @@ where
 /// A function of a structured point, with the point whose shape (`Vec`
 /// lengths, data fields) its traced programs were built for: the `F` of a
 /// [`Gradient`] or [`Hvp`] made by `structured`.
+#[derive(Clone)]
 pub struct OnPoint<P, F> {
     point: P,
     f: F,
@@ -2055,6 +2057,7 @@ const POLARISATION: [(f64, f64, f64); 4] = [
 ///     assert_relative_eq!(grad[0], x[1] * (x[0] * x[1]).cos());
 /// }
 /// ```
+#[derive(Clone)]
 pub struct Gradient<F> {
     f: F,
     n: usize,
@@ -2287,12 +2290,14 @@ impl<F: LeafFunction> Gradient<F> {
     /// Where `f` has loops (its program is on the array trace), a point
     /// other than `f64` is served by `f` traced again on the scalar
     /// trace with its loops unrolled, once (the program is kept for later
-    /// calls).
+    /// calls). A function of the array trace ([`Gradient::array`]) cannot
+    /// run on scalar tracers: only `f64` points are served there.
     ///
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] unless `x` has `n` entries; errors of
-    /// re-tracing where a guard fails.
+    /// re-tracing where a guard fails; [`Error::Unsupported`] for a
+    /// function of the array trace at scalars other than `f64`.
     ///
     /// # Example
     ///
@@ -2342,8 +2347,9 @@ impl<F: LeafFunction> Gradient<F> {
     }
 
     /// The gradient program `x ↦ (f(x), ∇f(x))`; `None` where `f` was
-    /// traced on the array trace (code with loops that it holds), whose
-    /// program [`Gradient::array_program`] gives.
+    /// traced on the array trace (code with loops that it holds, and every
+    /// [`Gradient::array`]), whose program [`Gradient::array_program`]
+    /// gives.
     pub fn program(&self) -> Option<&Executable> {
         match &self.code {
             Code::Scalar(p) => Some(p),
@@ -2351,8 +2357,9 @@ impl<F: LeafFunction> Gradient<F> {
         }
     }
 
-    /// The gradient program on the array trace, where `f` has loops
-    /// ([`crate::fold`], [`crate::while_loop`]) that it holds: each loop
+    /// The gradient program on the array trace: for a function of the
+    /// array trace ([`Gradient::array`]), and where `f` has loops
+    /// ([`crate::fold`], [`crate::while_loop`]) that it holds, each loop
     /// one instruction that carries its body; `None` for other functions
     /// (and for loops traced unrolled).
     pub fn array_program(&self) -> Option<&ArrayProgram> {
@@ -2452,6 +2459,7 @@ impl<F: LeafFunction> Gradient<F> {
 /// assert_relative_eq!(hv[0], 12.0);
 /// assert_relative_eq!(hv[1], 1.0);
 /// ```
+#[derive(Clone)]
 pub struct Hvp<F> {
     f: F,
     n: usize,
@@ -2486,6 +2494,7 @@ fn hvp_staged(t: TracedBuilder, n: usize, scheduled: bool) -> Result<Staged> {
 
 /// The two stages of a Hessian-vector program and their buffers, rebuilt
 /// together where a guard fails.
+#[derive(Clone)]
 struct HvpSplit {
     /// Stage [`HvpSplit::LEFT`]: `x ↦ ([f, ∇f], m)`; stage
     /// [`HvpSplit::RIGHT`]: `(m, v) ↦ H v`.
@@ -2754,8 +2763,9 @@ where
 impl<F: LeafFunction> Hvp<F> {
     /// Length of the residual kept between [`Hvp::linearize`] and
     /// [`Hvp::apply`] by the optic view ([`crate::optic::Optic`]): the
-    /// left stage's residual; where `f` has loops, the point itself
-    /// (`n`), from which the right runs the left again.
+    /// left stage's residual; on the array trace (code with loops, and
+    /// [`Hvp::array`]), the point itself (`n`), from which the right runs
+    /// the left again.
     pub fn residual_len(&self) -> usize {
         match &self.code {
             Code::Scalar(split) => split.left().residual_out,
@@ -2764,8 +2774,9 @@ impl<F: LeafFunction> Hvp<F> {
     }
 
     /// The left program `x ↦ (f, ∇f, m)` and right program `(m, v) ↦ Hv`;
-    /// `None` where `f` was traced on the array trace (code with loops),
-    /// whose program [`Hvp::array_program`] gives.
+    /// `None` where `f` was traced on the array trace (code with loops,
+    /// and every [`Hvp::array`]), whose program [`Hvp::array_program`]
+    /// gives.
     pub fn programs(&self) -> Option<(&Executable, &Executable)> {
         let st = self.staged()?.stages();
         Some((&st[HvpSplit::LEFT].program, &st[HvpSplit::RIGHT].program))
@@ -2780,8 +2791,9 @@ impl<F: LeafFunction> Hvp<F> {
         }
     }
 
-    /// The program `(x, v) ↦ (f, ∇f, H v)` on the array trace, where `f`
-    /// has loops ([`crate::fold`], [`crate::while_loop`]): each loop one
+    /// The program `(x, v) ↦ (f, ∇f, H v)` on the array trace: for a
+    /// function of the array trace ([`Hvp::array`]), and where `f` has
+    /// loops ([`crate::fold`], [`crate::while_loop`]), each loop one
     /// instruction that carries its body. `None` for other functions.
     pub fn array_program(&self) -> Option<&ArrayProgram> {
         match &self.code {
@@ -2873,8 +2885,10 @@ impl<F: LeafFunction> Hvp<F> {
     ///
     /// [`Error::LengthMismatch`] unless `x`, `v` and `out` have `n`
     /// entries (`out` untouched); errors of re-tracing where a guard no
-    /// longer holds (the re-traced programs have no linearized point:
-    /// [`Hvp::linearize`] again before [`Hvp::apply`]).
+    /// longer holds (the programs and the linearized point are then kept).
+    /// Where a guard fails and the re-trace succeeds, the new programs
+    /// have no linearized point: [`Hvp::linearize`] again before
+    /// [`Hvp::apply`] (which otherwise returns [`Error::NotLinearized`]).
     ///
     /// # Example
     ///
@@ -2896,8 +2910,11 @@ impl<F: LeafFunction> Hvp<F> {
         let r = run_or_retrace(
             &mut self.code,
             || {
+                // Only a successful re-trace replaces the programs (and
+                // drops the linearized point with their buffers).
+                let built = HvpSplit::build(f, x)?;
                 rebuilt = true;
-                HvpSplit::build(f, x)
+                Ok(built)
             },
             |c| match c {
                 Code::Scalar(s) => {
@@ -2917,7 +2934,9 @@ impl<F: LeafFunction> Hvp<F> {
     }
 
     /// `f` at the point of the last successful [`Hvp::linearize`]; NaN
-    /// before the first.
+    /// where there is none: before the first, after one that failed, and
+    /// after a re-trace (by [`Hvp::eval`] or [`Hvp::hvp_at`]) that built
+    /// new programs.
     pub fn value(&self) -> f64 {
         if !self.linearized {
             return f64::NAN;
@@ -2929,7 +2948,7 @@ impl<F: LeafFunction> Hvp<F> {
     }
 
     /// `∇f` at the point of the last successful [`Hvp::linearize`] (`n`
-    /// entries); empty before the first.
+    /// entries); empty where there is none (as [`Hvp::value`] says).
     pub fn gradient(&self) -> &[f64] {
         if !self.linearized {
             return &[];
@@ -3033,12 +3052,14 @@ impl<F: LeafFunction> Hvp<F> {
     /// enclosing trace; call [`hvp`] inside the trace for such closures;
     /// and where `f` has loops, a point other than `f64` is served by `f`
     /// traced again on the scalar trace with its loops unrolled, once (the
-    /// programs are kept for later calls).
+    /// programs are kept for later calls). A function of the array trace
+    /// ([`Hvp::array`]) is served at `f64` points only.
     ///
     /// # Errors
     ///
     /// [`Error::LengthMismatch`] unless `x` and `v` have `n` entries;
-    /// errors of re-tracing where a guard fails.
+    /// errors of re-tracing where a guard fails; [`Error::Unsupported`]
+    /// for a function of the array trace at scalars other than `f64`.
     ///
     /// # Example
     ///
@@ -3075,8 +3096,9 @@ impl<F: LeafFunction> Hvp<F> {
         let hv = run_or_retrace(
             &mut self.code,
             || {
+                let built = HvpSplit::build(f, &primals(x))?;
                 rebuilt = true;
-                HvpSplit::build(f, &primals(x))
+                Ok(built)
             },
             |c| match c {
                 Code::Scalar(s) => {

@@ -1715,3 +1715,52 @@ fn one_gradient_and_one_hvp_type_for_both_traces() {
         Err(Error::EmptyInput(_))
     ));
 }
+
+/// A re-trace that fails leaves the programs and the linearized point as
+/// they were (`eval` across a guard into a region where `f` errors), for
+/// an array function and a scalar one; and a cloned driver evaluates on
+/// its own buffers. f(x) = Σ xᵢ³ where Σ x > 0 (H = diag(6x)); elsewhere
+/// `f` returns an error.
+#[test]
+fn a_failed_retrace_keeps_the_linearized_point_and_clones_are_independent() {
+    fn f_array(x: &TArray) -> optic_ad::Result<TScalar> {
+        if x.sum() > 0.0 {
+            Ok(x.map(|t| t * t * t).sum())
+        } else {
+            Err(Error::Unsupported("no value where Σx ≤ 0"))
+        }
+    }
+    fn f_scalar(x: &[Tracer]) -> optic_ad::Result<Tracer> {
+        let s = x[0] + x[1];
+        if s > 0.0 {
+            Ok(x[0] * x[0] * x[0] + x[1] * x[1] * x[1])
+        } else {
+            Err(Error::Unsupported("no value where Σx ≤ 0"))
+        }
+    }
+    fn check<F: optic_ad::LeafFunction + Clone>(mut h: optic_ad::Hvp<F>) {
+        h.linearize(&[1.0, 2.0]).unwrap();
+        let mut out = [0.0; 2];
+        let e = h.eval(&[-1.0, -2.0], &[1.0, 1.0], &mut out);
+        assert!(matches!(e, Err(Error::Unsupported(_))), "{e:?}");
+        // The point of the last linearize still holds.
+        assert_eq!((h.value(), h.gradient()), (9.0, &[3.0, 12.0][..]));
+        h.apply(&[1.0, 0.0], &mut out).unwrap();
+        assert_eq!(out, [6.0, 0.0]);
+        // A clone moves its own point only.
+        let mut c = h.clone();
+        c.linearize(&[2.0, 1.0]).unwrap();
+        c.apply(&[1.0, 0.0], &mut out).unwrap();
+        assert_eq!(out, [12.0, 0.0]);
+        h.apply(&[1.0, 0.0], &mut out).unwrap();
+        assert_eq!(out, [6.0, 0.0]);
+    }
+    check(optic_ad::Hvp::array(f_array, &[1.0, 2.0]).unwrap());
+    check(optic_ad::Hvp::new(f_scalar, &[1.0, 2.0]).unwrap());
+    let mut g = optic_ad::Gradient::array(f_array, &[1.0, 2.0]).unwrap();
+    let mut c = g.clone();
+    let mut grad = [0.0; 2];
+    assert!(g.eval(&[-1.0, -2.0], &mut grad).is_err());
+    assert_eq!(c.eval(&[1.0, 1.0], &mut grad).unwrap(), 2.0);
+    assert_eq!(grad, [3.0, 3.0]);
+}
