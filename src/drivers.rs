@@ -2099,14 +2099,7 @@ where
     pub fn new(f: F, x0: &[f64]) -> Result<Self> {
         check_nonempty("Gradient", x0.len())?;
         let code = Self::build(&f, x0)?;
-        Ok(Gradient {
-            f,
-            n: x0.len(),
-            out: vec![0.0; x0.len() + 1],
-            code,
-            regs: Registers::new(),
-            unrolled: None,
-        })
+        Ok(Gradient::with_code(f, x0.len(), code))
     }
 }
 
@@ -2149,14 +2142,7 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<OnArray<F>> {
         check_nonempty("Gradient", n)?;
         let f = OnArray(f);
         let code = Self::build(&f, x0)?;
-        Ok(Gradient {
-            f,
-            n,
-            out: vec![0.0; n + 1],
-            code,
-            regs: Registers::new(),
-            unrolled: None,
-        })
+        Ok(Gradient::with_code(f, n, code))
     }
 }
 
@@ -2204,14 +2190,7 @@ where
         check_nonempty("Gradient", n)?;
         let f = OnPoint::new(f, p0);
         let code = Self::build(&f, &p0.leaves())?;
-        Ok(Gradient {
-            f,
-            n,
-            out: vec![0.0; n + 1],
-            code,
-            regs: Registers::new(),
-            unrolled: None,
-        })
+        Ok(Gradient::with_code(f, n, code))
     }
 
     /// `(f(p), ∇f(p))`, the gradient in `p`'s type (its data fields
@@ -2246,6 +2225,18 @@ where
 }
 
 impl<F: LeafFunction> Gradient<F> {
+    /// The driver of `f` on `n` leaves, from its first programs.
+    fn with_code(f: F, n: usize, code: GradientCode) -> Self {
+        Gradient {
+            f,
+            n,
+            out: vec![0.0; n + 1],
+            code,
+            regs: Registers::new(),
+            unrolled: None,
+        }
+    }
+
     /// The gradient program of `f` traced at `x`: from the scalar trace,
     /// or, for a function with loops, from the array trace
     /// ([`trace_or_host`]).
@@ -2592,15 +2583,7 @@ where
     pub fn new(f: F, x0: &[f64]) -> Result<Self> {
         check_nonempty("Hvp", x0.len())?;
         let code = HvpSplit::build(&f, x0)?;
-        Ok(Hvp {
-            f,
-            n: x0.len(),
-            code,
-            linearized: false,
-            lane_in: Vec::new(),
-            lane_out: Vec::new(),
-            unrolled: None,
-        })
+        Ok(Hvp::with_code(f, x0.len(), code))
     }
 }
 
@@ -2641,15 +2624,7 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Hvp<OnArray<F>> {
         check_nonempty("Hvp", n)?;
         let f = OnArray(f);
         let code = HvpSplit::build(&f, x0)?;
-        Ok(Hvp {
-            f,
-            n,
-            code,
-            linearized: false,
-            lane_in: Vec::new(),
-            lane_out: Vec::new(),
-            unrolled: None,
-        })
+        Ok(Hvp::with_code(f, n, code))
     }
 }
 
@@ -2697,15 +2672,7 @@ where
         check_nonempty("Hvp", n)?;
         let f = OnPoint::new(f, p0);
         let code = HvpSplit::build(&f, &p0.leaves())?;
-        Ok(Hvp {
-            f,
-            n,
-            code,
-            linearized: false,
-            lane_in: Vec::new(),
-            lane_out: Vec::new(),
-            unrolled: None,
-        })
+        Ok(Hvp::with_code(f, n, code))
     }
 
     /// Runs the left at `p`: `(f(p), ∇f(p))`, the gradient in `p`'s type
@@ -2761,6 +2728,20 @@ where
 }
 
 impl<F: LeafFunction> Hvp<F> {
+    /// The driver of `f` on `n` leaves, from its first programs; nothing
+    /// linearized.
+    fn with_code(f: F, n: usize, code: HvpCode) -> Self {
+        Hvp {
+            f,
+            n,
+            code,
+            linearized: false,
+            lane_in: Vec::new(),
+            lane_out: Vec::new(),
+            unrolled: None,
+        }
+    }
+
     /// Length of the residual kept between [`Hvp::linearize`] and
     /// [`Hvp::apply`] by the optic view ([`crate::optic::Optic`]): the
     /// left stage's residual; on the array trace (code with loops, and
