@@ -70,7 +70,7 @@ struct Drivers<F> {
 /// The compiled programs and the point the Hessian-vector product is
 /// linearised at.
 struct Compiled<F> {
-    oracle: Drivers<F>,
+    drivers: Drivers<F>,
     /// The point last linearised at.
     at: Vec<f64>,
     /// The point of `value` and `grad` (empty before the first
@@ -87,7 +87,7 @@ impl<F: LeafFunction> Compiled<F> {
     fn evaluate(&mut self, x: &[f64]) -> Result<f64> {
         if self.evaluated_at.as_slice() != x || x.is_empty() {
             self.evaluated_at.clear();
-            self.value = self.oracle.gradient.eval(x, &mut self.grad)?;
+            self.value = self.drivers.gradient.eval(x, &mut self.grad)?;
             self.evaluated_at.extend_from_slice(x);
         }
         Ok(self.value)
@@ -113,11 +113,11 @@ impl<F> std::fmt::Debug for ArgminProblem<F> {
 }
 
 impl<F> ArgminProblem<F> {
-    fn from_drivers(oracle: Drivers<F>, n: usize) -> Self {
+    fn from_drivers(drivers: Drivers<F>, n: usize) -> Self {
         ArgminProblem {
             n,
             compiled: Arc::new(Mutex::new(Compiled {
-                oracle,
+                drivers,
                 at: Vec::new(),
                 evaluated_at: Vec::new(),
                 value: f64::NAN,
@@ -221,7 +221,7 @@ impl<F: LeafFunction> Hessian for ArgminProblem<F> {
     fn hessian(&self, x: &Vec<f64>) -> std::result::Result<HessianAt<F>, ArgminError> {
         check_len("argmin Hessian: parameter", self.n, x.len())?;
         let mut c = self.lock();
-        c.oracle.hvp.linearize(x)?;
+        c.drivers.hvp.linearize(x)?;
         c.at.clone_from(x);
         Ok(HessianAt {
             x: x.as_slice().into(),
@@ -277,11 +277,11 @@ impl<F: LeafFunction> HessianAt<F> {
         check_len("HessianAt::apply: out", self.x.len(), out.len())?;
         let mut c = self.compiled.lock().unwrap_or_else(PoisonError::into_inner);
         if c.at.as_slice() != &*self.x {
-            c.oracle.hvp.linearize(&self.x)?;
+            c.drivers.hvp.linearize(&self.x)?;
             c.at.clear();
             c.at.extend_from_slice(&self.x);
         }
-        c.oracle.hvp.apply(v, out)
+        c.drivers.hvp.apply(v, out)
     }
 }
 

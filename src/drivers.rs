@@ -24,7 +24,9 @@ use std::ops::Add;
 use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
-use crate::array::{trace_hosted, ArrayProgram, GradientCore, HvpCore, TArray, TScalar};
+use crate::array::{
+    trace_hosted, trace_scalar, ArrayProgram, GradientCore, HvpCore, TArray, TScalar,
+};
 use crate::backend::{Executable, Registers, LANES};
 use crate::differentiable::{Differentiable, Point, Tangent};
 use crate::error::{check_len, Error, Result};
@@ -270,11 +272,6 @@ impl<F: Fn(&TArray) -> Result<TScalar>> LeafFunction for OnArray<F> {
     fn call_leaves(&self, _: &[Tracer]) -> Result<Tracer> {
         Err(ARRAY_FUNCTION_ON_TRACERS)
     }
-}
-
-/// `f` traced on the array trace at `x` (one vector input).
-fn trace_array(f: &leaf_private::ArrayFn<'_>, x: &[f64]) -> Result<ArrayProgram> {
-    crate::array::trace(|xs: &[TArray]| f(&xs[0]), &[x])
 }
 
 impl<F, R> leaf_private::Sealed for F
@@ -2243,7 +2240,7 @@ impl<F: LeafFunction> Gradient<F> {
     fn build(f: &F, x: &[f64]) -> Result<GradientCode> {
         let n = x.len();
         if let Some(af) = f.array_function() {
-            let core = GradientCore::new(&trace_array(af, x)?, n)?;
+            let core = GradientCore::new(&trace_scalar(af, x)?, n)?;
             return Ok(Code::Hosted(Box::new(core)));
         }
         let code = trace_or_host(&mut |t| f.call_leaves(t), x, |p| {
@@ -2509,7 +2506,7 @@ impl HvpSplit {
     fn build<F: LeafFunction>(f: &F, x: &[f64]) -> Result<HvpCode> {
         let n = x.len();
         if let Some(af) = f.array_function() {
-            let core = HvpCore::new(&trace_array(af, x)?, n)?;
+            let core = HvpCore::new(&trace_scalar(af, x)?, n)?;
             return Ok(Code::Hosted(Box::new(core)));
         }
         let code = trace_or_host(&mut |t| f.call_leaves(t), x, |p| {

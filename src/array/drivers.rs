@@ -10,8 +10,13 @@ use super::transform::{forward_with, linear_split};
 use crate::error::{check_len, Error, Result};
 use crate::functor::{forward, reverse_joint};
 
-/// Traces `f` at `x` (one vector input, one scalar output).
-fn trace_scalar(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<ArrayProgram> {
+/// Traces `f` at `x` (one vector input, one scalar output): the array
+/// drivers' trace, also for [`crate::Gradient::array`] and
+/// [`crate::Hvp::array`].
+pub(crate) fn trace_scalar(
+    f: impl Fn(&TArray) -> Result<TScalar>,
+    x: &[f64],
+) -> Result<ArrayProgram> {
     trace(|xs: &[TArray]| f(&xs[0]), &[x])
 }
 

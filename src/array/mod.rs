@@ -78,7 +78,7 @@ pub use crate::functor::nest;
 pub use crate::functor::{forward, reverse_joint};
 pub use api::{Array, Dense, Indices};
 pub use drivers::{gradient, hvp};
-pub(crate) use drivers::{GradientCore, HvpCore};
+pub(crate) use drivers::{trace_scalar, GradientCore, HvpCore};
 pub use exec::ArrayWorkspace;
 pub use ir::{
     AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayPrim, ArrayPrimitive, ArrayProgram, Matrix,
