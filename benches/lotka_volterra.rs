@@ -18,9 +18,16 @@ pub fn loss<T: Real>(p: &[T], steps: usize) -> Result<T> {
 
 /// The loss with the gradient's residual chosen by `c`.
 pub fn loss_with<T: Real>(p: &[T], steps: usize, c: Checkpoints) -> Result<T> {
+    let [x, y] = final_state_with(p, steps, c)?;
+    Ok((x - 1.0) * (x - 1.0) + (y - 1.0) * (y - 1.0))
+}
+
+/// The state `(x, y)` at `t = 10`: `steps` RK4 steps of `h = 10/steps`
+/// from `(x₀, y₀)`, the gradient's residual chosen by `c`.
+pub fn final_state_with<T: Real>(p: &[T], steps: usize, c: Checkpoints) -> Result<[T; 2]> {
     let h = 10.0 / steps as f64;
     let rhs = |x: T, y: T| (p[0] * x - p[1] * x * y, p[3] * x * y - p[2] * y);
-    let [x, y] = fold_with(steps, [p[4], p[5]], c, |[x, y]: [T; 2]| {
+    fold_with(steps, [p[4], p[5]], c, |[x, y]: [T; 2]| {
         let (k1x, k1y) = rhs(x, y);
         let (k2x, k2y) = rhs(x + k1x * (h / 2.0), y + k1y * (h / 2.0));
         let (k3x, k3y) = rhs(x + k2x * (h / 2.0), y + k2y * (h / 2.0));
@@ -29,8 +36,7 @@ pub fn loss_with<T: Real>(p: &[T], steps: usize, c: Checkpoints) -> Result<T> {
             x + (k1x + k2x * 2.0 + k3x * 2.0 + k4x) * (h / 6.0),
             y + (k1y + k2y * 2.0 + k3y * 2.0 + k4y) * (h / 6.0),
         ]
-    })?;
-    Ok((x - 1.0) * (x - 1.0) + (y - 1.0) * (y - 1.0))
+    })
 }
 
 /// The loss on the array trace: the parameters are the elements of `p`.

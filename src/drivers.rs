@@ -25,7 +25,8 @@ use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
 use crate::array::{
-    trace_hosted, trace_scalar, ArrayProgram, GradientCore, HvpCore, TArray, TScalar,
+    trace_hosted, trace_hosted_many, trace_scalar, ArrayProgram, GradientCore, HvpCore,
+    PullbackCore, TArray, TScalar,
 };
 use crate::backend::{Executable, Registers, LANES};
 use crate::differentiable::{Differentiable, Point, Tangent};
@@ -34,7 +35,7 @@ use crate::functor::forward::{pushforward_in_place, pushforward_into};
 use crate::functor::nested::nest;
 use crate::functor::reverse::pullback_in_place;
 use crate::functor::taylor::scale_by_factorials;
-use crate::functor::{MaxTaylorOrder, TaylorProgram};
+use crate::functor::{forward, reverse_joint, MaxTaylorOrder, TaylorProgram};
 use crate::program::trace::{
     trace_builder, trace_builder_hosting, LoopOnHost, Traced, TracedBuilder, Tracer, LOOP_ON_HOST,
 };
@@ -398,10 +399,7 @@ where
     F: FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
 {
     let (t, inputs) = trace_builder_at(f, x)?;
-    let Traced { mut program, .. } = t.finish();
-    program.input_blocks = vec![program.n_inputs()];
-    program.output_blocks = vec![program.n_outputs()];
-    Ok((program, inputs))
+    Ok((traced_program(t), inputs))
 }
 
 /// [`trace_at`], handing back the builder the trace was recorded in, so
@@ -423,18 +421,40 @@ where
     Ok((traced, inputs))
 }
 
+/// The scalar program of a finished trace, its input and output one block
+/// each ([`trace_at`]).
+fn traced_program(t: TracedBuilder) -> Program {
+    let Traced { mut program, .. } = t.finish();
+    program.input_blocks = vec![program.n_inputs()];
+    program.output_blocks = vec![program.n_outputs()];
+    program
+}
+
+/// The trace of a function of several results at `x` for the one-shot
+/// drivers: at an `f64` point, code with loops goes to the array trace,
+/// where `host` builds the driver's programs ([`trace_or_host_many`]);
+/// anywhere else (at other scalars, and where the array trace declines)
+/// the scalar program and its evaluation inputs ([`trace_at`]), loops
+/// unrolled.
+fn trace_or_host_at<T: Real, H>(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[T],
+    host: impl FnOnce(&ArrayProgram) -> Result<H>,
+) -> Result<Code<(Program, Vec<T>), H>> {
+    if is_f64::<T>() {
+        return Ok(match trace_or_host_many(f, &primals(x), host)? {
+            Code::Scalar(t) => Code::Scalar((traced_program(t), x.to_vec())),
+            Code::Hosted(h) => Code::Hosted(h),
+        });
+    }
+    trace_at(f, x).map(Code::Scalar)
+}
+
 /// A scalar closure as a fallible vector closure, for [`trace_at`].
 fn scalar<R: IntoTraced<Tracer>>(
     f: impl FnOnce(&[Tracer]) -> R,
 ) -> impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>> {
     move |t| Ok(vec![f(t).into_traced()?])
-}
-
-/// A vector closure as a fallible one, for [`trace_at`].
-fn vector<R: IntoTraced<Vec<Tracer>>>(
-    f: impl FnOnce(&[Tracer]) -> R,
-) -> impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>> {
-    move |t| f(t).into_traced()
 }
 
 /// Whether `T` is `f64`, whose points take the compiled f64 paths
@@ -489,11 +509,41 @@ fn trace_or_host<H>(
     x: &[f64],
     host: impl FnOnce(&ArrayProgram) -> Result<H>,
 ) -> Result<Code<TracedBuilder, H>> {
+    trace_or_host_with(
+        &mut |t| Ok(vec![f(t)?]),
+        x,
+        |f, x| trace_hosted(&mut |t| Ok(f(t)?.swap_remove(0)), x),
+        host,
+    )
+}
+
+/// [`trace_or_host`] for a function with several results: on the array
+/// trace its program's one output is the vector of them
+/// ([`crate::array::trace_hosted_many`]).
+fn trace_or_host_many<H>(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[f64],
+    host: impl FnOnce(&ArrayProgram) -> Result<H>,
+) -> Result<Code<TracedBuilder, H>> {
+    trace_or_host_with(f, x, |f, x| trace_hosted_many(f, x), host)
+}
+
+/// [`trace_or_host`] and [`trace_or_host_many`], with the array trace's
+/// tracing of the function given as `hosted`.
+fn trace_or_host_with<H>(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[f64],
+    hosted: impl FnOnce(
+        &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+        &[f64],
+    ) -> Result<ArrayProgram>,
+    host: impl FnOnce(&ArrayProgram) -> Result<H>,
+) -> Result<Code<TracedBuilder, H>> {
     let mut err = None;
     let first = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
         trace_builder_hosting(
             |t| match f(t) {
-                Ok(y) => vec![y],
+                Ok(y) => y,
                 Err(e) => {
                     err = Some(e);
                     Vec::new()
@@ -509,10 +559,10 @@ fn trace_or_host<H>(
         Err(payload) => std::panic::resume_unwind(payload),
     };
     if saw_loop {
-        if let Ok(h) = trace_hosted(f, x).and_then(|p| host(&p)) {
+        if let Ok(h) = hosted(f, x).and_then(|p| host(&p)) {
             return Ok(Code::Hosted(h));
         }
-        let (t, _) = trace_builder_at(|t: &[Tracer]| Ok(vec![f(t)?]), x)?;
+        let (t, _) = trace_builder_at(|t: &[Tracer]| f(t), x)?;
         return Ok(Code::Scalar(t));
     }
     if let Some(e) = err {
@@ -750,6 +800,12 @@ fn value_and_gradient_of<T: Real>(
 /// Shapes: `x` has `n ≥ 1` entries, `ybar` has `m` (the number of values
 /// `f` returns); the result is `(y, x̄)` with `m` and `n` entries.
 ///
+/// Loops: at `f64` points, a function with [`crate::fold`] or
+/// [`crate::while_loop`] is traced on the array trace, each loop one
+/// instruction, as [`gradient`] does (its results become one vector
+/// there); `f` is then called two or three times (once for code without
+/// loops). At other scalars loops unroll.
+///
 /// # Errors
 ///
 /// [`Error::EmptyInput`] for an empty `x`; [`Error::LengthMismatch`] if
@@ -773,20 +829,30 @@ fn value_and_gradient_of<T: Real>(
 pub fn vjp<P, F, R>(f: F, point: &P, ybar: &[P::Scalar]) -> Result<(Vec<P::Scalar>, Tangent<P>)>
 where
     P: Point + ?Sized,
-    F: FnOnce(&P::Arg<Tracer>) -> R,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
-    let (y, xbar) = vjp_flat(on_leaves(point, f), &point.leaves(), ybar)?;
+    let (y, xbar) = vjp_flat(on_leaves_mut(point, f), &point.leaves(), ybar)?;
     Ok((y, in_shape(point, xbar)?))
 }
 
 fn vjp_flat<T: Real>(
-    f: impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
+    mut f: impl FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
     x: &[T],
     ybar: &[T],
 ) -> Result<(Vec<T>, Vec<T>)> {
     check_nonempty("vjp", x.len())?;
-    let (p, mut inputs) = trace_at(f, x)?;
+    let (p, mut inputs) = match trace_or_host_at(&mut f, x, reverse_joint)? {
+        Code::Scalar(traced) => traced,
+        Code::Hosted(joint) => {
+            // [x, ȳ] ↦ [y, x̄], each one vector.
+            let m = joint.input_shapes()[1].len();
+            check_len("vjp: output cotangent", m, ybar.len())?;
+            let out = joint.eval(&[&primals(x), &primals(ybar)])?;
+            let cast = |v: &[f64]| v.iter().map(|&c| T::cst(c)).collect();
+            return Ok((cast(&out[0]), cast(&out[1])));
+        }
+    };
     let m = p.n_outputs();
     check_len("vjp: output cotangent", m, ybar.len())?;
     let total = p.n_inputs();
@@ -810,6 +876,11 @@ fn vjp_flat<T: Real>(
 /// Shapes: `x` has `n ≥ 1` entries; the value has `m` (the number of
 /// values `f` returns); the pullback maps `m` cotangents to `n`.
 ///
+/// Loops: a function with [`crate::fold`] or [`crate::while_loop`] is
+/// traced on the array trace, as [`gradient`] does; the pullback keeps the
+/// loops' carries (their residual, or checkpoints) and each application
+/// runs the reversed loops only ([`Pullback::array_program`]).
+///
 /// # Errors
 ///
 /// [`Error::EmptyInput`] for an empty `x`; as [`gradient`] otherwise.
@@ -832,13 +903,25 @@ fn vjp_flat<T: Real>(
 /// assert_relative_eq!(row[0], 2.0_f64.cos());
 /// assert_eq!(row[1], 0.0);
 /// ```
-pub fn pullback<F, R>(f: F, x: &[f64]) -> Result<(Vec<f64>, Pullback)>
+pub fn pullback<F, R>(mut f: F, x: &[f64]) -> Result<(Vec<f64>, Pullback)>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    F: FnMut(&[Tracer]) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
     check_nonempty("pullback", x.len())?;
-    let (p, inputs) = trace_at(vector(f), x)?;
+    let mut f = |t: &[Tracer]| f(t).into_traced();
+    let (p, inputs) = match trace_or_host_at(&mut f, x, |p| PullbackCore::new(p, x))? {
+        Code::Scalar(traced) => traced,
+        Code::Hosted(core) => {
+            let y = core.value().to_vec();
+            let back = Pullback {
+                n: x.len(),
+                m: y.len(),
+                code: PullbackCode::Hosted(Box::new(core)),
+            };
+            return Ok((y, back));
+        }
+    };
     let optic = crate::functor::reverse(&p)?;
     let staged = optic.staged().clone();
     let mut ws = staged.workspace();
@@ -849,8 +932,7 @@ where
         Pullback {
             n: x.len(),
             m: p.n_outputs(),
-            staged,
-            ws,
+            code: PullbackCode::Scalar { staged, ws },
         },
     ))
 }
@@ -863,8 +945,16 @@ where
 pub struct Pullback {
     n: usize,
     m: usize,
-    staged: Staged,
-    ws: StagedWorkspace,
+    code: PullbackCode,
+}
+
+/// The programs behind a [`Pullback`]: the staged optic of the scalar
+/// trace, or, for code with loops, the array trace's joint program in two
+/// stages (the loops' carries its residual).
+#[derive(Clone, Debug)]
+enum PullbackCode {
+    Scalar { staged: Staged, ws: StagedWorkspace },
+    Hosted(Box<PullbackCore>),
 }
 
 impl Pullback {
@@ -887,10 +977,25 @@ impl Pullback {
     pub fn apply(&mut self, ybar: &[f64], xbar: &mut [f64]) -> Result<()> {
         check_len("pullback: output cotangent", self.m, ybar.len())?;
         check_len("pullback: input cotangent", self.n, xbar.len())?;
-        self.staged.run_with(1, &mut self.ws, ybar)?;
-        let out = self.staged.own_outputs(&self.ws, 1);
-        xbar.copy_from_slice(&out[..self.n]);
-        Ok(())
+        match &mut self.code {
+            PullbackCode::Scalar { staged, ws } => {
+                staged.run_with(1, ws, ybar)?;
+                let out = staged.own_outputs(ws, 1);
+                xbar.copy_from_slice(&out[..self.n]);
+                Ok(())
+            }
+            PullbackCode::Hosted(core) => core.apply(ybar, xbar),
+        }
+    }
+
+    /// For a function with loops, traced on the array trace: the joint
+    /// program `(x, ȳ) ↦ (y, x̄)` (its loops one instruction each) whose
+    /// `ȳ`-free part ran at the point; `None` for the scalar trace's.
+    pub fn array_program(&self) -> Option<&ArrayProgram> {
+        match &self.code {
+            PullbackCode::Scalar { .. } => None,
+            PullbackCode::Hosted(core) => Some(core.program()),
+        }
     }
 
     /// `J_f(x)ᵀ ȳ` as a new vector.
@@ -918,6 +1023,12 @@ impl Pullback {
 /// Shapes: `x` and `v` have `n ≥ 1` entries; the result is `(y, J v)` with
 /// `m` entries each.
 ///
+/// Loops: at `f64` points, a function with [`crate::fold`] or
+/// [`crate::while_loop`] is traced on the array trace, each loop one
+/// instruction, as [`gradient`] does (its results become one vector
+/// there); `f` is then called two or three times (once for code without
+/// loops). At other scalars loops unroll.
+///
 /// # Errors
 ///
 /// [`Error::EmptyInput`] for an empty `x`; [`Error::LengthMismatch`] if
@@ -943,13 +1054,22 @@ pub fn jvp<P, Q, F, R>(f: F, point: &P, v: &Q) -> Result<(Vec<P::Scalar>, Vec<P:
 where
     P: Point + ?Sized,
     Q: Point<Scalar = P::Scalar> + ?Sized,
-    F: FnOnce(&P::Arg<Tracer>) -> R,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
     let x = point.leaves();
     check_nonempty("jvp", x.len())?;
     let v = direction_leaves("jvp: direction", point, &mut PointShape::new(x.len()), v)?;
-    let (p, mut inputs) = trace_at(on_leaves(point, f), &x)?;
+    let mut f = on_leaves_mut(point, f);
+    let (p, mut inputs) = match trace_or_host_at(&mut f, &x, forward)? {
+        Code::Scalar(traced) => traced,
+        Code::Hosted(fwd) => {
+            // [x, ẋ] ↦ [y, ẏ], each one vector.
+            let out = fwd.eval(&[&primals(&x), &primals(&v)])?;
+            let cast = |v: &[f64]| v.iter().map(|&c| P::Scalar::cst(c)).collect();
+            return Ok((cast(&out[0]), cast(&out[1])));
+        }
+    };
     let m = p.n_outputs();
     // ∂⃗p: inputs [x, caps, ẋ], outputs [y, ẏ]; captured values are held
     // fixed.
@@ -966,6 +1086,12 @@ where
 ///
 /// Shapes: `x` has `n ≥ 1` entries; the result is `m` rows of `n`. `T`
 /// and nesting as [`gradient`].
+///
+/// Loops: at `f64` points, a function with [`crate::fold`] or
+/// [`crate::while_loop`] is traced on the array trace, each loop one
+/// instruction, as [`gradient`] does (its results become one vector
+/// there); `f` is then called two or three times (once for code without
+/// loops). At other scalars loops unroll.
 ///
 /// # Errors
 ///
@@ -986,18 +1112,35 @@ where
 pub fn jacobian<P, F, R>(f: F, point: &P) -> Result<Vec<Vec<P::Scalar>>>
 where
     P: Point + ?Sized,
-    F: FnOnce(&P::Arg<Tracer>) -> R,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
-    jacobian_flat(on_leaves(point, f), &point.leaves())
+    jacobian_flat(on_leaves_mut(point, f), &point.leaves())
 }
 
 fn jacobian_flat<T: Real>(
-    f: impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
+    mut f: impl FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
     x: &[T],
 ) -> Result<Vec<Vec<T>>> {
     check_nonempty("jacobian", x.len())?;
-    let (p, mut inputs) = trace_at(f, x)?;
+    let (p, mut inputs) = match trace_or_host_at(&mut f, x, |p| PullbackCore::new(p, &primals(x)))?
+    {
+        Code::Scalar(traced) => traced,
+        Code::Hosted(mut core) => {
+            // One pullback at x, applied to each eᵢ.
+            let m = core.value().len();
+            let mut e = vec![0.0; m];
+            let mut row = vec![0.0; x.len()];
+            let mut rows = Vec::with_capacity(m);
+            for i in 0..m {
+                e[i] = 1.0;
+                core.apply(&e, &mut row)?;
+                e[i] = 0.0;
+                rows.push(row.iter().map(|&c| T::cst(c)).collect());
+            }
+            return Ok(rows);
+        }
+    };
     let (n, total, m) = (x.len(), p.n_inputs(), p.n_outputs());
     let joint = nest(&p, 1)?.positive_zero_outputs(); // [x, ȳ] -> [y, x̄]
     inputs.extend(std::iter::repeat_n(T::cst(0.0), m));

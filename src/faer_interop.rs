@@ -247,7 +247,7 @@ where
 /// ```
 pub fn jacobian<F, R>(f: F, x: impl AsColRef<T = f64, Rows = usize>) -> Result<Mat<f64>>
 where
-    F: FnOnce(&[Tracer]) -> R,
+    F: FnMut(&[Tracer]) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
     let mut buf = Vec::new();

@@ -273,8 +273,18 @@ fn scalar_drivers_with_loops_do_not_allocate() {
     let mut g = optic_ad::Gradient::new(scalar_loop_model, &x).unwrap();
     let mut h = optic_ad::Hvp::new(scalar_loop_model, &x).unwrap();
     assert!(g.array_program().is_some() && h.array_program().is_some());
-    let (mut grad, mut hv, mut many) = ([0.0; 3], [0.0; 3], [0.0; 6]);
+    // The pullback of a function with loops and two results.
+    let (_, mut back) = optic_ad::pullback(
+        |t| -> optic_ad::Result<Vec<optic_ad::Tracer>> {
+            Ok(vec![scalar_loop_model(t)?, t[0] * t[1]])
+        },
+        &x,
+    )
+    .unwrap();
+    assert!(back.array_program().is_some());
+    let (mut grad, mut hv, mut many, mut xbar) = ([0.0; 3], [0.0; 3], [0.0; 6], [0.0; 3]);
     let mut run = |k: usize| {
+        back.apply(&[1.0, k as f64], &mut xbar).unwrap();
         let y = [1.0 + 0.1 * k as f64, 0.7, 0.2];
         g.eval(&y, &mut grad).unwrap();
         h.linearize_with_gradient(&y, &mut grad).unwrap();

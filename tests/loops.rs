@@ -33,21 +33,23 @@ pub(crate) mod lotka_volterra;
 use lotka_volterra::{loss, loss_array, loss_with, P0, V};
 
 /// The gradient on the scalar trace with the loop unrolled (one copy of the
-/// body per step): the pullback of `vjp`, which traces once. (The one-shot
-/// `gradient` and the compiled drivers take code with loops to the array
-/// trace.)
+/// body per step): `trace` (which unrolls, having no array trace to send
+/// loops to) and the scalar ∂⃖'s joint program `(x, ȳ) ↦ (y, x̄)` at
+/// `ȳ = 1`. (The drivers take code with loops to the array trace.)
 pub(crate) fn unrolled_gradient(
     f: impl FnOnce(&[Tracer]) -> Result<Tracer>,
     x: &[f64],
 ) -> Vec<f64> {
-    optic_ad::vjp(|p: &[Tracer]| Ok(vec![f(p)?]), x, &[1.0])
-        .unwrap()
-        .1
+    let p = optic_ad::trace(|t| vec![f(t).unwrap()], x).unwrap();
+    let joint = optic_ad::functor::reverse_joint(&p);
+    let mut inputs = x.to_vec();
+    inputs.push(1.0);
+    joint.eval(&inputs).unwrap().split_off(1)
 }
 
-/// `H v` on the scalar trace with the loop unrolled: `jvp` (which traces
-/// once) of the gradient at tracer points (a trace nested in another
-/// unrolls its loops).
+/// `H v` on the scalar trace with the loop unrolled: `jvp` of the gradient
+/// at tracer points (a trace nested in another unrolls its loops, so the
+/// outer `jvp` meets none and traces once).
 pub(crate) fn unrolled_hvp(
     f: impl Fn(&[Tracer]) -> Result<Tracer>,
     x: &[f64],

@@ -7,8 +7,8 @@
 //!
 //! References, each independent of the loop rules:
 //! * the scalar trace with the loop unrolled (one copy of the body per
-//!   step): `vjp`, and `jvp` of the gradient at tracer points
-//!   (`crate::loops::unrolled_gradient`, `unrolled_hvp`), which trace once;
+//!   step): `trace` and the scalar ∂⃖, and `jvp` of the gradient at tracer
+//!   points (`crate::loops::unrolled_gradient`, `unrolled_hvp`);
 //! * num-dual (`Dual64`, `HyperDual64`) through the plain Rust loop that
 //!   `fold` runs on those types.
 //!
@@ -655,4 +655,151 @@ fn third_derivatives_through_the_loop() {
         "{got} vs {}",
         du[0]
     );
+}
+
+/// The state at `t = 10` (`ℝ⁶ → ℝ²`), with the loop as `fold`.
+fn final_state<T: Real>(p: &[T], steps: usize) -> Result<Vec<T>> {
+    let s = crate::loops::lotka_volterra::final_state_with(p, steps, optic_ad::Checkpoints::Auto)?;
+    Ok(s.to_vec())
+}
+
+/// The Jacobian of `final_state` by num-dual through the plain loop, one
+/// column per coordinate.
+fn final_state_jacobian_dual(steps: usize) -> Vec<Vec<f64>> {
+    let cols: Vec<Vec<f64>> = (0..6)
+        .map(|j| {
+            let p: Vec<Dual64> = (0..6)
+                .map(|i| Dual64::new(P0[i], if i == j { 1.0 } else { 0.0 }))
+                .collect();
+            final_state(&p, steps)
+                .unwrap()
+                .iter()
+                .map(|y| y.eps)
+                .collect()
+        })
+        .collect();
+    (0..2)
+        .map(|i| cols.iter().map(|c| c[i]).collect())
+        .collect()
+}
+
+/// The Jacobian of `final_state` on the scalar trace with the loop
+/// unrolled: one pullback of the traced program per row.
+fn final_state_jacobian_unrolled(steps: usize) -> Vec<Vec<f64>> {
+    let p = optic_ad::trace(|t| final_state(t, steps).unwrap(), &P0).unwrap();
+    let joint = optic_ad::functor::reverse_joint(&p);
+    (0..2)
+        .map(|i| {
+            let mut inputs = P0.to_vec();
+            inputs.extend([0.0, 0.0]);
+            inputs[6 + i] = 1.0;
+            joint.eval(&inputs).unwrap().split_off(2)
+        })
+        .collect()
+}
+
+#[test]
+fn jvp_vjp_jacobian_and_pullback_take_loops_to_the_array_trace() {
+    let steps = 500;
+    let want = final_state_jacobian_dual(steps);
+    let unrolled = final_state_jacobian_unrolled(steps);
+    let y_plain = final_state(&P0, steps).unwrap();
+    // Each driver calls the function twice: the first (scalar) trace stops
+    // at the loop, the second is the array trace; unrolled, it would be
+    // once, and three times where the array trace declines.
+    let calls = std::cell::Cell::new(0);
+    let f = |p: &[optic_ad::Tracer]| {
+        calls.set(calls.get() + 1);
+        final_state(p, steps)
+    };
+    let j = optic_ad::jacobian(f, &P0[..]).unwrap();
+    assert_eq!(calls.replace(0), 2);
+    for i in 0..2 {
+        assert!(
+            vec_err(&j[i], &want[i]) < 1e-10,
+            "row {i}: {:?} vs {:?}",
+            j[i],
+            want[i]
+        );
+        assert!(
+            vec_err(&j[i], &unrolled[i]) < 1e-12,
+            "row {i}: {:?} vs {:?}",
+            j[i],
+            unrolled[i]
+        );
+    }
+    let (y, jv) = optic_ad::jvp(f, &P0[..], &V[..]).unwrap();
+    assert_eq!(calls.replace(0), 2);
+    assert_eq!(y, y_plain);
+    let jv_want: Vec<f64> = want
+        .iter()
+        .map(|row| row.iter().zip(&V).map(|(a, b)| a * b).sum())
+        .collect();
+    assert!(vec_err(&jv, &jv_want) < 1e-10, "{jv:?} vs {jv_want:?}");
+    let ybar = [0.7, -1.3];
+    let (y, xbar) = optic_ad::vjp(f, &P0[..], &ybar).unwrap();
+    assert_eq!(calls.replace(0), 2);
+    assert_eq!(y, y_plain);
+    let xbar_want: Vec<f64> = (0..6)
+        .map(|k| ybar[0] * want[0][k] + ybar[1] * want[1][k])
+        .collect();
+    assert!(
+        vec_err(&xbar, &xbar_want) < 1e-10,
+        "{xbar:?} vs {xbar_want:?}"
+    );
+    // One pullback, applied to each row's cotangent: the Jacobian's rows,
+    // bit for bit (the same programs), and nothing traced again.
+    let (y, mut back) = optic_ad::pullback(f, &P0).unwrap();
+    assert_eq!(calls.replace(0), 2);
+    assert_eq!(y, y_plain);
+    assert_eq!((back.n_outputs(), back.n_inputs()), (2, 6));
+    assert_eq!(back.call(&[1.0, 0.0]).unwrap(), j[0]);
+    assert_eq!(back.call(&[0.0, 1.0]).unwrap(), j[1]);
+    assert_eq!(calls.get(), 0);
+    // Wrong lengths are errors, not panics.
+    assert!(matches!(
+        back.call(&[1.0]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    let mut short = [0.0; 5];
+    assert!(matches!(
+        back.apply(&[1.0, 0.0], &mut short),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        optic_ad::vjp(f, &P0[..], &[1.0]),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        optic_ad::jvp(f, &P0[..], &[1.0][..]),
+        Err(Error::StructureMismatch { .. }) | Err(Error::LengthMismatch { .. })
+    ));
+}
+
+#[test]
+fn the_jacobian_of_a_long_loop_is_one_loop() {
+    // 10⁵ steps: unrolled, this trace alone held 1.7·10⁷ instructions
+    // (2.4 GB for the gradient in the loops issue's table).
+    let steps = 100_000;
+    let calls = std::cell::Cell::new(0);
+    let j = optic_ad::jacobian(
+        |p: &[optic_ad::Tracer]| {
+            calls.set(calls.get() + 1);
+            final_state(p, steps)
+        },
+        &P0[..],
+    )
+    .unwrap();
+    assert_eq!(calls.get(), 2);
+    // The last column (∂/∂y₀) against num-dual's.
+    let p: Vec<Dual64> = (0..6)
+        .map(|i| Dual64::new(P0[i], if i == 5 { 1.0 } else { 0.0 }))
+        .collect();
+    let col: Vec<f64> = final_state(&p, steps)
+        .unwrap()
+        .iter()
+        .map(|y| y.eps)
+        .collect();
+    let got = [j[0][5], j[1][5]];
+    assert!(vec_err(&got, &col) < 1e-10, "{got:?} vs {col:?}");
 }

@@ -98,21 +98,84 @@ impl GradientCore {
     }
 }
 
+/// A program `(x, d) ↦ …` split in two stages by what depends on its
+/// second input `d` (a direction, a cotangent): the first stage runs at
+/// `x` alone and keeps what the second reads; the second runs for each `d`
+/// at that `x`. The array tier's staging, shared by [`HvpCore`] and
+/// [`PullbackCore`].
+#[derive(Clone, Debug)]
+pub(crate) struct TwoStage {
+    program: ArrayProgram,
+    ws: ArrayWorkspace,
+    /// Instructions that depend on `d`.
+    late: Vec<bool>,
+    early: Vec<bool>,
+}
+
+impl TwoStage {
+    fn new(program: ArrayProgram) -> TwoStage {
+        let late = tangent_mask(&program);
+        // Values of the first stage that the second reads, and the outputs
+        // and the guards' operands, keep their buffers.
+        let mut persist = vec![false; program.ops.len()];
+        for (i, op) in program.ops.iter().enumerate() {
+            if late[i] {
+                op.for_each_operand(|o| {
+                    if !late[o.index()] {
+                        persist[o.index()] = true;
+                    }
+                });
+            }
+        }
+        for o in &program.outputs {
+            persist[o.index()] = true;
+        }
+        for g in &program.guards {
+            persist[g.a.index()] = true;
+            persist[g.b.index()] = true;
+        }
+        let ws = ArrayWorkspace::with_persist(&program, persist);
+        let early = late.iter().map(|t| !t).collect();
+        TwoStage {
+            program,
+            ws,
+            late,
+            early,
+        }
+    }
+
+    /// The first stage at `x`; `d` only fills the input slot (of its
+    /// length, not read).
+    fn run_early(&mut self, x: &[f64], d: &[f64]) -> Result<()> {
+        self.ws
+            .run_masked(&self.program, &[x, d], Some(&self.early))
+    }
+
+    /// The second stage for `d` at the `x` of the last first stage, output
+    /// `k` written to `out`.
+    fn run_late_into(&mut self, x: &[f64], d: &[f64], k: usize, out: &mut [f64]) -> Result<()> {
+        self.ws
+            .run_masked_into(&self.program, &[x, d], Some(&self.late), k, out)
+    }
+
+    /// Output `k` of the last run.
+    fn output(&self, k: usize) -> &[f64] {
+        self.ws.output(&self.program, k)
+    }
+}
+
 /// The split Hessian-vector programs of a traced array program, their
 /// workspaces and the linearized point; re-tracing is the owner's
 /// ([`crate::Hvp`], for array functions and for scalar code with loops).
 #[derive(Clone)]
 pub(crate) struct HvpCore {
-    program: ArrayProgram,
-    ws: ArrayWorkspace,
+    /// `(x, v) ↦ (f, ∇f, H v)` in two stages.
+    stages: TwoStage,
     /// `(x, v) ↦ H(x) v` in one pass, for [`crate::Hvp::eval`]; built on its
     /// first call.
     one_pass: Option<(ArrayProgram, ArrayWorkspace)>,
     /// The gradient program, which `one_pass` is built from.
     gradient: ArrayProgram,
-    /// Instructions that depend on the direction.
-    tangent: Vec<bool>,
-    primal: Vec<bool>,
     n: usize,
     /// The linearized point (allocated by the first `linearize`).
     x: Vec<f64>,
@@ -123,14 +186,16 @@ impl HvpCore {
     /// The Hessian-vector programs of the traced `p` (one vector input of
     /// `n` entries, one scalar output); nothing linearized.
     pub(crate) fn new(p: &ArrayProgram, n: usize) -> Result<Self> {
-        let parts = HvpParts::build(p)?;
+        let gradient = gradient_program(p)?;
+        // forward(g): [x, ẋ] ↦ [f, ∇f, ḟ, H ẋ].
+        // Values computed apart from tangents: `linearize` reads them
+        // without a direction.
+        let program = forward_with(&gradient, false)?.specialize(&[None, None], &[0, 1, 3])?;
+        let program = hoist_residuals(&program)?;
         Ok(HvpCore {
-            program: parts.program,
-            ws: parts.ws,
+            stages: TwoStage::new(program),
             one_pass: None,
-            gradient: parts.gradient,
-            tangent: parts.tangent,
-            primal: parts.primal,
+            gradient,
             n,
             x: Vec::new(),
             linearized: false,
@@ -144,9 +209,7 @@ impl HvpCore {
         self.linearized = false;
         self.x.clear();
         self.x.extend_from_slice(x);
-        let v = &self.x;
-        self.ws
-            .run_masked(&self.program, &[&self.x, v], Some(&self.primal))?;
+        self.stages.run_early(&self.x, &self.x)?;
         self.linearized = true;
         Ok(())
     }
@@ -158,8 +221,7 @@ impl HvpCore {
         }
         check_len("Hvp::apply: v", self.n, v.len())?;
         check_len("Hvp::apply: out", self.n, out.len())?;
-        self.ws
-            .run_masked_into(&self.program, &[&self.x, v], Some(&self.tangent), 2, out)
+        self.stages.run_late_into(&self.x, v, 2, out)
     }
 
     /// `H(x) v` in one pass, building the one-pass program on first use;
@@ -182,27 +244,23 @@ impl HvpCore {
 
     /// `f` at the linearized point.
     pub(crate) fn value(&self) -> f64 {
-        self.ws
-            .output(&self.program, 0)
-            .first()
-            .copied()
-            .unwrap_or(f64::NAN)
+        self.stages.output(0).first().copied().unwrap_or(f64::NAN)
     }
 
     /// `∇f` at the linearized point.
     pub(crate) fn gradient(&self) -> &[f64] {
-        self.ws.output(&self.program, 1)
+        self.stages.output(1)
     }
 
     /// The program `(x, v) ↦ (f, ∇f, H v)`.
     pub(crate) fn program(&self) -> &ArrayProgram {
-        &self.program
+        &self.stages.program
     }
 
     /// How many map bodies run as compiled block kernels so far, and how
     /// many maps there are, over the two-pass and the one-pass programs.
     pub(crate) fn native_kernels(&self) -> (usize, usize) {
-        let (k, m) = self.ws.native_kernels();
+        let (k, m) = self.stages.ws.native_kernels();
         let (k1, m1) = self
             .one_pass
             .as_ref()
@@ -211,53 +269,52 @@ impl HvpCore {
     }
 }
 
-/// The programs of an [`HvpCore`] traced at one point.
-struct HvpParts {
-    program: ArrayProgram,
-    ws: ArrayWorkspace,
-    gradient: ArrayProgram,
-    tangent: Vec<bool>,
-    primal: Vec<bool>,
+/// The pullback of a traced `f : ℝⁿ → ℝᵐ` (one vector input, one vector
+/// output) at a point: ∂⃖f's joint program `(x, ȳ) ↦ (y, x̄)` with its
+/// cotangent-free part (the primal and the residual, for a loop its
+/// carries) run once at the point, and the rest for each `ȳ`
+/// ([`crate::pullback`], [`crate::vjp`] and [`crate::jacobian`] on code
+/// with loops).
+#[derive(Clone, Debug)]
+pub(crate) struct PullbackCore {
+    stages: TwoStage,
+    x: Vec<f64>,
+    n: usize,
+    m: usize,
 }
 
-impl HvpParts {
-    fn build(p: &ArrayProgram) -> Result<HvpParts> {
-        let gradient = gradient_program(p)?;
-        // forward(g): [x, ẋ] ↦ [f, ∇f, ḟ, H ẋ].
-        // Values computed apart from tangents: `linearize` reads them
-        // without a direction.
-        let program = forward_with(&gradient, false)?.specialize(&[None, None], &[0, 1, 3])?;
-        let program = hoist_residuals(&program)?;
-        let n_ops = program.ops.len();
-        let tangent = tangent_mask(&program);
-        // Values of the first stage that the second reads, and the outputs,
-        // keep their buffers.
-        let mut persist = vec![false; n_ops];
-        for (i, op) in program.ops.iter().enumerate() {
-            if tangent[i] {
-                op.for_each_operand(|o| {
-                    if !tangent[o.index()] {
-                        persist[o.index()] = true;
-                    }
-                });
-            }
-        }
-        for o in &program.outputs {
-            persist[o.index()] = true;
-        }
-        for g in &program.guards {
-            persist[g.a.index()] = true;
-            persist[g.b.index()] = true;
-        }
-        let ws = ArrayWorkspace::with_persist(&program, persist);
-        let primal = tangent.iter().map(|t| !t).collect();
-        Ok(HvpParts {
-            program,
-            ws,
-            gradient,
-            tangent,
-            primal,
+impl PullbackCore {
+    /// The pullback of the traced `p` at `x`: its primal and residual run.
+    pub(crate) fn new(p: &ArrayProgram, x: &[f64]) -> Result<Self> {
+        let m = match p.output_shapes().as_slice() {
+            [s] => s.len(),
+            _ => return Err(Error::Unsupported("a pullback of several output arrays")),
+        };
+        let mut stages = TwoStage::new(reverse_joint(p)?);
+        stages.run_early(x, &vec![0.0; m])?;
+        Ok(PullbackCore {
+            stages,
+            x: x.to_vec(),
+            n: x.len(),
+            m,
         })
+    }
+
+    /// `f(x)` (`m` values).
+    pub(crate) fn value(&self) -> &[f64] {
+        self.stages.output(0)
+    }
+
+    /// The joint program `(x, ȳ) ↦ (y, x̄)`.
+    pub(crate) fn program(&self) -> &ArrayProgram {
+        &self.stages.program
+    }
+
+    /// `x̄ = J_f(x)ᵀ ȳ`, written to `xbar`.
+    pub(crate) fn apply(&mut self, ybar: &[f64], xbar: &mut [f64]) -> Result<()> {
+        check_len("pullback: output cotangent", self.m, ybar.len())?;
+        check_len("pullback: input cotangent", self.n, xbar.len())?;
+        self.stages.run_late_into(&self.x, ybar, 1, xbar)
     }
 }
 

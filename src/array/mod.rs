@@ -78,7 +78,7 @@ pub use crate::functor::nest;
 pub use crate::functor::{forward, reverse_joint};
 pub use api::{Array, Dense, Indices};
 pub use drivers::{gradient, hvp};
-pub(crate) use drivers::{trace_scalar, GradientCore, HvpCore};
+pub(crate) use drivers::{trace_scalar, GradientCore, HvpCore, PullbackCore};
 pub use exec::ArrayWorkspace;
 pub use ir::{
     AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayPrim, ArrayPrimitive, ArrayProgram, Matrix,
@@ -89,5 +89,5 @@ pub use mat::Mat;
 pub use nested::{Level, Nested};
 pub use shape::Shape;
 pub use taylor::{taylor, Directional, TaylorProgram};
-pub(crate) use trace::trace_hosted;
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
+pub(crate) use trace::{trace_hosted, trace_hosted_many};

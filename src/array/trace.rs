@@ -1174,6 +1174,36 @@ pub(crate) fn trace_hosted(
     f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[f64],
 ) -> Result<ArrayProgram> {
+    trace_hosted_with(f, x, |y| Ok(to_scalar(y)))
+}
+
+/// [`trace_hosted`] for code with `m ≥ 1` results: the program's one
+/// output is the vector of them (`m` entries), so that its ∂⃗ reads one
+/// tangent vector and its ∂⃖ one cotangent vector.
+///
+/// # Errors
+///
+/// As [`trace_hosted`]; [`Error::Unsupported`] for code with no results.
+pub(crate) fn trace_hosted_many(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[f64],
+) -> Result<ArrayProgram> {
+    trace_hosted_with(f, x, |ys| {
+        if ys.is_empty() {
+            return Err(Error::Unsupported("a function with no results"));
+        }
+        let handles: Vec<(u64, AVar)> = ys.iter().map(|&y| to_scalar(y).h()).collect();
+        Ok(array_of(with_top(&handles, |b, v| b.concat(v)), ys.len()))
+    })
+}
+
+/// Traces `f` hosted, as [`trace_hosted`], its results made the program's
+/// output by `out`.
+fn trace_hosted_with<Y, O: ArrayOutput>(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Y>,
+    x: &[f64],
+    out: impl Fn(Y) -> Result<O>,
+) -> Result<ArrayProgram> {
     // Traced with the point from the start: the scalar drivers' users'
     // code compares and reads values (a Rust loop on `x < 1.0`, an
     // `unwrap` of `partial_cmp`), which a first pass without values would
@@ -1186,7 +1216,7 @@ pub(crate) fn trace_hosted(
                 .map(|i| xs[0].get(i).map(to_tracer))
                 .collect::<Result<Vec<Tracer>>>()?;
             let y = (f.borrow_mut())(&leaves)?;
-            Ok(to_scalar(y))
+            out(y)
         },
         &[x],
     )
