@@ -1201,6 +1201,41 @@ fn bench_loops(c: &mut Criterion) {
         g.bench_function(format!("n={n}/scalar Hvp (one pass)"), |b| {
             b.iter(|| sh.eval(black_box(&P0), black_box(&V), &mut one).unwrap())
         });
+        // The primal alone: the traced program (one loop instruction whose
+        // body runs `n` times) against the plain Rust loop.
+        let prog = optic_ad::array::trace(|x: &[TArray]| loss_array(&x[0], n), &[&P0]).unwrap();
+        let mut pws = optic_ad::array::ArrayWorkspace::new(&prog);
+        pws.run(&prog, &[&P0]).unwrap();
+        assert!(close(pws.output(&prog, 0), &[loss::<f64>(&P0, n).unwrap()]));
+        g.bench_function(format!("n={n}/primal program"), |b| {
+            b.iter(|| pws.run(&prog, &[black_box(&P0)]).unwrap())
+        });
+        // The final state (ℝ⁶ → ℝ²): one pullback at P0 (the forward loop
+        // keeping its carries), then each application runs the reversed
+        // loop only; its rows against num-dual.
+        let state = move |p: &[Tracer]| {
+            lotka_volterra::final_state_with(p, n, optic_ad::Checkpoints::Auto).map(|s| s.to_vec())
+        };
+        let (_, mut back) = optic_ad::pullback(state, &P0).unwrap();
+        assert!(back.array_program().is_some());
+        let mut row = vec![0.0; 6];
+        let mut row_dual = vec![0.0; 6];
+        for (i, e) in [[1.0, 0.0], [0.0, 1.0]].iter().enumerate() {
+            back.apply(e, &mut row).unwrap();
+            num_dual_gradient(
+                |x| lotka_volterra::final_state_with(x, n, optic_ad::Checkpoints::Auto).unwrap()[i],
+                &P0,
+                &mut row_dual,
+                &mut buf,
+            );
+            assert!(close(&row, &row_dual));
+        }
+        g.bench_function(format!("n={n}/final state: pullback apply"), |b| {
+            b.iter(|| back.apply(black_box(&[0.7, -1.3]), &mut row).unwrap())
+        });
+        g.bench_function(format!("n={n}/final state: jacobian (one shot)"), |b| {
+            b.iter(|| optic_ad::jacobian(state, black_box(&P0[..])).unwrap())
+        });
         g.bench_function(format!("n={n}/scalar build Gradient"), |b| {
             b.iter(|| Gradient::new(fs, black_box(&P0)).unwrap())
         });
