@@ -849,8 +849,9 @@ fn vjp_flat<T: Real>(
             let m = joint.input_shapes()[1].len();
             check_len("vjp: output cotangent", m, ybar.len())?;
             let out = joint.eval(&[&primals(x), &primals(ybar)])?;
-            let cast = |v: &[f64]| v.iter().map(|&c| T::cst(c)).collect();
-            return Ok((cast(&out[0]), cast(&out[1])));
+            // A structural zero (−0.0 in programs) of x̄ is returned as +0.0.
+            let cast = |v: &[f64], z: f64| v.iter().map(|&c| T::cst(c + z)).collect();
+            return Ok((cast(&out[0], -0.0), cast(&out[1], 0.0)));
         }
     };
     let m = p.n_outputs();
@@ -873,8 +874,11 @@ fn vjp_flat<T: Real>(
 /// and each application runs the pullback program only. [`vjp`] is the
 /// one-shot form.
 ///
-/// Shapes: `x` has `n ≥ 1` entries; the value has `m` (the number of
-/// values `f` returns); the pullback maps `m` cotangents to `n`.
+/// Shapes: `x` is any [`Point`] with `n ≥ 1` leaves (a slice, or a struct
+/// deriving [`Differentiable`], as for [`gradient`]); the value has `m`
+/// entries (the number of values `f` returns); the pullback maps `m`
+/// cotangents to the `n` leaves' ([`Pullback::apply`]), or to a value of
+/// the point's shape ([`Pullback::call_point`]).
 ///
 /// Loops: a function with [`crate::fold`] or [`crate::while_loop`] is
 /// traced on the array trace, as [`gradient`] does; the pullback keeps the
@@ -903,13 +907,16 @@ fn vjp_flat<T: Real>(
 /// assert_relative_eq!(row[0], 2.0_f64.cos());
 /// assert_eq!(row[1], 0.0);
 /// ```
-pub fn pullback<F, R>(mut f: F, x: &[f64]) -> Result<(Vec<f64>, Pullback)>
+pub fn pullback<P, F, R>(f: F, point: &P) -> Result<(Vec<f64>, Pullback)>
 where
-    F: FnMut(&[Tracer]) -> R,
+    P: Point<Scalar = f64> + ?Sized,
+    F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
+    let leaves = point.leaves();
+    let x = &leaves[..];
     check_nonempty("pullback", x.len())?;
-    let mut f = |t: &[Tracer]| f(t).into_traced();
+    let mut f = on_leaves_mut(point, f);
     let (p, inputs) = match trace_or_host_at(&mut f, x, |p| PullbackCore::new(p, x))? {
         Code::Scalar(traced) => traced,
         Code::Hosted(core) => {
@@ -1008,6 +1015,44 @@ impl Pullback {
         self.apply(ybar, &mut xbar)?;
         Ok(xbar)
     }
+
+    /// `J_f(x)ᵀ ȳ` in the shape of the point `like` (the point the
+    /// pullback was built at, or another of its structure): a structured
+    /// point's cotangent reads as its fields, its data fields copied from
+    /// `like`.
+    ///
+    /// # Errors
+    ///
+    /// As [`Pullback::apply`]; [`Error::StructureMismatch`] if `like` does
+    /// not have `n` leaves.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::{pullback, Differentiable, Real};
+    ///
+    /// #[derive(Clone, Debug, PartialEq, Differentiable)]
+    /// struct Line<T> {
+    ///     slope: T,
+    ///     offset: T,
+    /// }
+    /// // The line at t = 1 and t = 2: J = [[1, 1], [2, 1]].
+    /// let at = Line { slope: 0.5, offset: 1.0 };
+    /// let (y, mut back) =
+    ///     pullback(|l: &Line<_>| vec![l.slope + l.offset, l.slope * 2.0 + l.offset], &at)
+    ///         .unwrap();
+    /// assert_eq!(y, vec![1.5, 2.0]);
+    /// let g = back.call_point(&[1.0, 1.0], &at).unwrap();
+    /// assert_eq!(g, Line { slope: 3.0, offset: 2.0 });
+    /// ```
+    pub fn call_point<P: Point<Scalar = f64> + ?Sized>(
+        &mut self,
+        ybar: &[f64],
+        like: &P,
+    ) -> Result<Tangent<P>> {
+        let xbar = self.call(ybar)?;
+        in_shape(like, xbar)
+    }
 }
 
 /// Jacobian-vector product: `(f(x), J_f(x) v)` for `f : ℝⁿ → ℝᵐ`, the
@@ -1066,8 +1111,9 @@ where
         Code::Hosted(fwd) => {
             // [x, ẋ] ↦ [y, ẏ], each one vector.
             let out = fwd.eval(&[&primals(&x), &primals(&v)])?;
-            let cast = |v: &[f64]| v.iter().map(|&c| P::Scalar::cst(c)).collect();
-            return Ok((cast(&out[0]), cast(&out[1])));
+            // A structural zero (−0.0 in programs) of ẏ is returned as +0.0.
+            let cast = |v: &[f64], z: f64| v.iter().map(|&c| P::Scalar::cst(c + z)).collect();
+            return Ok((cast(&out[0], -0.0), cast(&out[1], 0.0)));
         }
     };
     let m = p.n_outputs();
@@ -1594,6 +1640,22 @@ fn traced_univariate<R: IntoTraced<Tracer>>(
     TaylorProgram::new(&traced.program, order)
 }
 
+/// The Taylor program of degree `order` of `f` at `x` for [`Derivatives`]:
+/// from the scalar trace, or, for code with loops, the array trace's
+/// directional one (the jets carried through the loops;
+/// [`taylor_or_host`]).
+fn univariate_code<R: IntoTraced<Tracer>>(
+    f: &impl Fn(Tracer) -> R,
+    x: f64,
+    order: usize,
+) -> Result<Code<TaylorProgram, Box<crate::array::Directional>>> {
+    let mut g = |t: &[Tracer]| f(t[0]).into_traced();
+    Ok(match taylor_or_host(&mut g, &[x], order)? {
+        Code::Scalar(t) => Code::Scalar(t),
+        Code::Hosted(d) => Code::Hosted(Box::new(d)),
+    })
+}
+
 /// Compiled `[f, f′, …, f⁽ᴺ⁾]` of a scalar function of one variable, in
 /// Taylor mode: traced once, evaluated at many points without allocation
 /// (the result is a stack array), re-traced only where a guard fails.
@@ -1605,6 +1667,12 @@ fn traced_univariate<R: IntoTraced<Tracer>>(
 /// rules, at most 2¹⁵ instructions); the results then differ from Taylor
 /// mode's in rounding only (derivatives of order ≥ 1 that are zero are
 /// `+0.0` on both paths).
+///
+/// Loops: a function with [`crate::fold`] or [`crate::while_loop`] is
+/// traced on the array trace, as [`Gradient`] says (each loop one
+/// instruction that carries the jets, [`Derivatives::array_program`]);
+/// [`Derivatives::eval_with_error`] is not available for it, and
+/// [`Derivatives::eval_at`] at other scalars traces it again unrolled.
 ///
 /// # Example
 ///
@@ -1625,7 +1693,9 @@ where
     Add1<N>: ArrayLength,
 {
     f: F,
-    taylor: TaylorProgram,
+    /// The Taylor program: the scalar trace's, or for code with loops the
+    /// array trace's.
+    taylor: Code<TaylorProgram, Box<crate::array::Directional>>,
     input: GenericArray<f64, Add1<N>>,
     out: GenericArray<f64, Add1<N>>,
     /// The program of [`Derivatives::eval_at`] at non-`f64` points, built
@@ -1648,7 +1718,13 @@ const NATIVE_ORDER: usize = 3;
 /// backend (`None` above [`NATIVE_ORDER`]). Also `None` where the program
 /// could not run natively (user rules, or longer than the backend
 /// compiles): there the Taylor jets are faster.
-fn native_derivatives(t: &TaylorProgram, order: usize) -> Result<Option<(Executable, Registers)>> {
+fn native_derivatives(
+    t: &Code<TaylorProgram, Box<crate::array::Directional>>,
+    order: usize,
+) -> Result<Option<(Executable, Registers)>> {
+    let Code::Scalar(t) = t else {
+        return Ok(None);
+    };
     if !crate::backend::NATIVE || order > NATIVE_ORDER || !t.program().rules.is_empty() {
         return Ok(None);
     }
@@ -1677,7 +1753,13 @@ where
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Derivatives")
             .field("order", &N::to_usize())
-            .field("program_len", &self.taylor.program().len())
+            .field(
+                "program_len",
+                &match &self.taylor {
+                    Code::Scalar(t) => t.program().len(),
+                    Code::Hosted(d) => d.program().program().len(),
+                },
+            )
             .finish()
     }
 }
@@ -1704,7 +1786,7 @@ where
     /// let _ = Derivatives::<U171, _>::new(|x| x.sin(), 0.3);
     /// ```
     pub fn new(f: F, x0: f64) -> Result<Self> {
-        let taylor = traced_univariate(&f, x0, N::to_usize())?;
+        let taylor = univariate_code(&f, x0, N::to_usize())?;
         Ok(Derivatives {
             f,
             native: native_derivatives(&taylor, N::to_usize())?,
@@ -1715,9 +1797,23 @@ where
         })
     }
 
-    /// The traced program of `f`, whose jets are propagated.
-    pub fn program(&self) -> &Program {
-        self.taylor.program()
+    /// The traced program of `f`, whose jets are propagated; `None` for
+    /// code with loops, traced on the array trace
+    /// ([`Derivatives::array_program`]).
+    pub fn program(&self) -> Option<&Program> {
+        match &self.taylor {
+            Code::Scalar(t) => Some(t.program()),
+            Code::Hosted(_) => None,
+        }
+    }
+
+    /// For code with loops: the array program whose jets are propagated
+    /// (each loop one instruction); `None` for the scalar trace's.
+    pub fn array_program(&self) -> Option<&ArrayProgram> {
+        match &self.taylor {
+            Code::Scalar(_) => None,
+            Code::Hosted(d) => Some(d.program().program()),
+        }
     }
 
     /// `[f(x), f′(x), …, f⁽ᴺ⁾(x)]`.
@@ -1762,12 +1858,18 @@ where
     fn eval_taylor(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
         let (f, input, out) = (&self.f, &mut self.input, &mut self.out);
         along_x_plus_t(input, x);
-        run_or_retrace(
+        let scaled = run_or_retrace(
             &mut self.taylor,
-            || traced_univariate(f, x, N::to_usize()),
-            |t| t.eval(input, out),
+            || univariate_code(f, x, N::to_usize()),
+            |t| match t {
+                Code::Scalar(t) => t.eval(input, out).map(|()| false),
+                // Derivatives already, not Taylor coefficients.
+                Code::Hosted(d) => d.eval(&[x], &[1.0], out).map(|()| true),
+            },
         )?;
-        scale_by_factorials(out);
+        if !scaled {
+            scale_by_factorials(out);
+        }
         Ok(self.out.clone())
     }
 
@@ -1776,7 +1878,7 @@ where
     #[cold]
     #[inline(never)]
     fn retrace_native(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
-        self.taylor = traced_univariate(&self.f, x, N::to_usize())?;
+        self.taylor = univariate_code(&self.f, x, N::to_usize())?;
         self.native = native_derivatives(&self.taylor, N::to_usize())?;
         match &mut self.native {
             Some((p, regs)) => p.eval_f64(regs, &[x], &mut self.out)?,
@@ -1796,7 +1898,10 @@ where
     ///
     /// # Errors
     ///
-    /// Errors of re-tracing where a guard fails.
+    /// Errors of re-tracing where a guard fails; [`Error::Unsupported`]
+    /// for code with loops, traced on the array trace (whose Taylor mode
+    /// does not estimate errors: [`derivative_with_error`] traces the loops
+    /// unrolled).
     ///
     /// # Example
     ///
@@ -1820,8 +1925,13 @@ where
         along_x_plus_t(input, x);
         run_or_retrace(
             &mut self.taylor,
-            || traced_univariate(f, x, N::to_usize()),
-            |t| t.eval_with_error(input, &mut out, &mut err),
+            || univariate_code(f, x, N::to_usize()),
+            |t| match t {
+                Code::Scalar(t) => t.eval_with_error(input, &mut out, &mut err),
+                Code::Hosted(_) => Err(Error::Unsupported(
+                    "error estimates of derivatives through loops",
+                )),
+            },
         )?;
         scale_by_factorials(&mut out);
         scale_by_factorials(&mut err);
@@ -1861,16 +1971,29 @@ where
         }
         let order = N::to_usize();
         if self.generic.is_none() {
-            self.generic = Some(univariate_program(self.taylor.program(), order)?);
+            self.generic = Some(match &self.taylor {
+                Code::Scalar(t) => univariate_program(t.program(), order)?,
+                // Array programs evaluate on `f64`: the function traced
+                // again on the scalar trace, its loops unrolled.
+                Code::Hosted(_) => univariate_program(
+                    traced_univariate(&self.f, x.primal(), order)?.program(),
+                    order,
+                )?,
+            });
         }
         let (f, taylor) = (&self.f, &mut self.taylor);
         let out = run_or_retrace(
             &mut self.generic,
             || {
                 // A guard failed: re-trace at this point, as every compiled
-                // driver does, and rebuild both programs from the trace.
-                *taylor = traced_univariate(f, x.primal(), order)?;
-                Ok(Some(univariate_program(taylor.program(), order)?))
+                // driver does, and rebuild the programs from the trace (the
+                // array trace's of code with loops is kept).
+                let t = traced_univariate(f, x.primal(), order)?;
+                let g = univariate_program(t.program(), order)?;
+                if let Code::Scalar(_) = taylor {
+                    *taylor = Code::Scalar(t);
+                }
+                Ok(Some(g))
             },
             |g| match g {
                 Some(g) => g.eval(&[x]),

@@ -27,14 +27,16 @@ use crate::error::{Error, Result};
 /// [`crate::Hvp`], [`crate::gradient`], [`crate::value_and_gradient`],
 /// [`crate::hvp`], [`crate::hessian`], [`crate::taylor`],
 /// [`crate::derivative`], [`crate::d3`], [`crate::jvp`], [`crate::vjp`],
-/// [`crate::jacobian`] and [`crate::pullback`] (at `f64` points) take code
+/// [`crate::jacobian`], [`crate::pullback`] and [`crate::Derivatives`]
+/// (at `f64` points) take code
 /// with loops there
 /// too: a loop met on their first (scalar) trace sends the function to the
 /// array trace, with its scalar tracers standing for the array trace's
 /// scalars, so `Gradient::new(|p| loss(p, n), &p0)` builds one loop
 /// instruction whatever `n` (see [`crate::Gradient`] for how, and what it
 /// asks of the function). Elsewhere on the scalar trace ([`crate::Tracer`]:
-/// [`crate::Derivatives`], [`crate::trace`], and traces nested in others)
+/// [`crate::trace`], [`crate::derivative_with_error`], and traces nested
+/// in others)
 /// the loop is unrolled,
 /// one copy of the body per step; so is a loop whose body compares or reads
 /// values, which the drivers above then trace that way.

@@ -302,3 +302,49 @@ fn scalar_drivers_with_loops_do_not_allocate() {
     });
     assert_eq!(info.count_total, 0);
 }
+
+/// A loop whose gradient checkpoints (binomial, 3 snapshots for 50 steps):
+/// the schedule's bookkeeping is kept between runs too.
+fn checkpointed_loop_model<T: Real>(x: &[T]) -> optic_ad::Result<T> {
+    let [u, v] = optic_ad::fold_with(
+        50,
+        [x[0], x[1]],
+        optic_ad::Checkpoints::Binomial(3),
+        |[u, v]: [T; 2]| {
+            let du = u * 0.5 - u * v * 0.01;
+            let dv = u * v * 0.01 - v * 0.3;
+            [u + du * 0.02, v + dv * 0.02]
+        },
+    )?;
+    Ok(u * v)
+}
+
+#[test]
+fn checkpointed_loops_do_not_allocate() {
+    let x = [1.3, 0.7];
+    let mut g = optic_ad::Gradient::new(checkpointed_loop_model, &x).unwrap();
+    assert!(g.array_program().is_some());
+    let (_, mut back) = optic_ad::pullback(
+        |t| -> optic_ad::Result<Vec<optic_ad::Tracer>> {
+            Ok(vec![checkpointed_loop_model(t)?, t[1]])
+        },
+        &x,
+    )
+    .unwrap();
+    assert!(back.array_program().is_some());
+    let (mut grad, mut xbar) = ([0.0; 2], [0.0; 2]);
+    let mut run = |k: usize| {
+        let y = [1.0 + 0.1 * k as f64, 0.7];
+        g.eval(&y, &mut grad).unwrap();
+        back.apply(&[1.0, k as f64], &mut xbar).unwrap();
+    };
+    for k in 0..100 {
+        run(k);
+    }
+    let info = measure(|| {
+        for k in 0..10 {
+            run(k);
+        }
+    });
+    assert_eq!(info.count_total, 0);
+}

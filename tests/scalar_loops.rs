@@ -803,3 +803,58 @@ fn the_jacobian_of_a_long_loop_is_one_loop() {
     let got = [j[0][5], j[1][5]];
     assert!(vec_err(&got, &col) < 1e-10, "{got:?} vs {col:?}");
 }
+
+#[test]
+fn structural_zeros_through_loops_are_positive() {
+    // The second result is a constant and x₁ is not read: their tangent
+    // and cotangent are structural zeros, returned as +0.0 by every
+    // driver, with loops as without.
+    fn f<T: Real>(p: &[T]) -> Result<Vec<T>> {
+        let a = fold(5, p[0], |s: T| s * 1.1)?;
+        Ok(vec![a, T::cst(2.0)])
+    }
+    let x = [0.8, 1.2];
+    let (_, jv) = optic_ad::jvp(|q: &[optic_ad::Tracer]| f(q), &x[..], &[1.0, 1.0][..]).unwrap();
+    assert_eq!(jv[1].to_bits(), 0.0_f64.to_bits(), "{jv:?}");
+    let (_, xbar) = optic_ad::vjp(|q: &[optic_ad::Tracer]| f(q), &x[..], &[1.0, 1.0]).unwrap();
+    assert_eq!(xbar[1].to_bits(), 0.0_f64.to_bits(), "{xbar:?}");
+    let j = optic_ad::jacobian(|q: &[optic_ad::Tracer]| f(q), &x[..]).unwrap();
+    for v in [j[0][1], j[1][0], j[1][1]] {
+        assert_eq!(v.to_bits(), 0.0_f64.to_bits(), "{j:?}");
+    }
+    assert!((j[0][0] - 1.1_f64.powi(5)).abs() < 1e-15);
+}
+
+#[test]
+fn compiled_derivatives_through_the_loop() {
+    use optic_ad::typenum::U3;
+    use optic_ad::{Derivatives, Tracer};
+    let steps = 2000;
+    let along = |t: Tracer| {
+        let p: Vec<Tracer> = P0.iter().zip(&V).map(|(&p, &v)| t * v + p).collect();
+        loss(&p, steps)
+    };
+    let mut d = Derivatives::<U3, _>::new(along, 0.0).unwrap();
+    // One loop instruction carrying the jets.
+    assert!(d.program().is_none() && d.array_program().is_some());
+    let got = d.eval(0.0).unwrap();
+    let want = dual3_along_v(steps);
+    assert!(vec_err(&got, &want) < 1e-10, "{got:?} vs {want:?}");
+    // At another point: the one-shot driver's numbers (the same programs).
+    let at = d.eval(0.01).unwrap();
+    let one_shot = optic_ad::derivative::<U3, _, _>(along, 0.01).unwrap();
+    assert_eq!(at.as_slice(), one_shot.as_slice());
+    // Error estimates need the scalar Taylor programs.
+    assert!(matches!(d.eval_with_error(0.0), Err(Error::Unsupported(_))));
+    // At num-dual points: the unrolled program, ∂/∂t of [f, f′, f″, f‴]
+    // is [f′, f″, f‴, f⁗]; its first three entries are `got`'s last three.
+    let dual = d.eval_at(Dual64::new(0.0, 1.0)).unwrap();
+    let re: Vec<f64> = dual.iter().map(|x| x.re).collect();
+    let eps: Vec<f64> = dual.iter().take(3).map(|x| x.eps).collect();
+    assert!(vec_err(&re, &want) < 1e-10, "{re:?} vs {want:?}");
+    assert!(
+        vec_err(&eps, &want[1..]) < 1e-10,
+        "{eps:?} vs {:?}",
+        &want[1..]
+    );
+}

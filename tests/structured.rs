@@ -238,6 +238,21 @@ fn every_driver_on_a_nested_struct_equals_its_flat_form_bit_for_bit() {
     assert_eq!((bits(&y), bits(&flat(&xbar))), (bits(&yf), bits(&xbarf)));
     let j = jacobian(two, &m).unwrap();
     assert_eq!(j, jacobian(two_flat, &x).unwrap());
+    // The pullback at a structured point: its cotangent in the point's
+    // shape, the flat form's bits and `vjp`'s.
+    let (y, mut back) = optic_ad::pullback(two, &m).unwrap();
+    let (yf, mut backf) = optic_ad::pullback(two_flat, &x).unwrap();
+    assert_eq!(bits(&y), bits(&yf));
+    let xbar_p = back.call_point(&[1.0, -2.0], &m).unwrap();
+    assert_eq!(bits(&flat(&xbar_p)), bits(&xbarf));
+    assert_eq!(bits(&flat(&xbar_p)), bits(&flat(&xbar)));
+    assert_eq!(xbar_p.scale, xbar.scale);
+    assert_eq!(backf.call(&[1.0, -2.0]).unwrap(), xbarf);
+    // A point of another structure is an error, not a panic.
+    assert!(matches!(
+        back.call_point(&[1.0, -2.0], &[1.0, 2.0][..]),
+        Err(optic_ad::Error::StructureMismatch { .. })
+    ));
 }
 
 #[test]

@@ -871,22 +871,46 @@ fn beta(c: usize, r: usize) -> usize {
 /// `β(s + 1, r) ≥ l`; with no free snapshot, each step is recomputed from
 /// `start`). The split is the lower end of the range of optimal ones
 /// (checked against the exhaustive minimum in `tests/loops.rs`).
-fn binomial_schedule(steps: usize, snapshots: usize, mut act: impl FnMut(Action)) {
-    enum Task {
-        Reverse {
-            a: usize,
-            l: usize,
-            s: usize,
-            start: usize,
-        },
-        Pop,
+fn binomial_schedule(steps: usize, snapshots: usize, act: impl FnMut(Action)) {
+    // The pending tasks, kept per thread between runs, so that a
+    // checkpointed pullback allocates nothing in steady state.
+    thread_local! {
+        static TASKS: RefCell<Vec<Task>> = const { RefCell::new(Vec::new()) };
     }
-    let mut tasks = vec![Task::Reverse {
+    TASKS.with(|t| match t.try_borrow_mut() {
+        Ok(mut tasks) => schedule_with(&mut tasks, steps, snapshots, act),
+        // A body whose user rule runs a checkpointed loop itself.
+        Err(_) => schedule_with(&mut Vec::new(), steps, snapshots, act),
+    });
+}
+
+/// A task of [`binomial_schedule`]: reverse the `l` steps from `a`, whose
+/// first carry is snapshot `start`, with `s` free snapshots; or drop the
+/// last snapshot.
+enum Task {
+    Reverse {
+        a: usize,
+        l: usize,
+        s: usize,
+        start: usize,
+    },
+    Pop,
+}
+
+/// [`binomial_schedule`] with the stack of pending tasks given.
+fn schedule_with(
+    tasks: &mut Vec<Task>,
+    steps: usize,
+    snapshots: usize,
+    mut act: impl FnMut(Action),
+) {
+    tasks.clear();
+    tasks.push(Task::Reverse {
         a: 0,
         l: steps,
         s: snapshots,
         start: 0,
-    }];
+    });
     let mut depth = 1;
     while let Some(task) = tasks.pop() {
         let (a, l, s, start) = match task {
