@@ -570,6 +570,25 @@ fn fuzz_drivers() {
         let _ = hessian(gl, &x);
         let _ = taylor::<U4, _, _>(gl, &x, &v);
         let _ = derivative::<U3, _, _>(|t: Tracer| gl(&[t]), x0);
+        // Several results through the loop: jvp, vjp, jacobian, pullback.
+        let glv = |t: &[Tracer]| -> optic_ad::Result<Vec<Tracer>> {
+            let c = gl(t)?;
+            Ok(vec![c, c * t.first().copied().unwrap_or(c)])
+        };
+        let _ = jvp(glv, &x, &v);
+        let _ = vjp(glv, &x, &w);
+        let _ = jacobian(glv, &x);
+        if let Ok((_, mut back)) = optic_ad::pullback(glv, &x) {
+            let _ = back.call(&w);
+            let _ = back.apply(&v, &mut vec![0.0; w.len()]);
+            let _ = back.call_point(&[1.0, 0.0], &v);
+        }
+        if let Ok(mut d) = Derivatives::<U2, _>::new(|t: Tracer| gl(&[t]), x0) {
+            for &p in &v {
+                let _ = d.eval(p);
+                let _ = d.eval_with_error(p);
+            }
+        }
         if let Ok(mut gr) = Gradient::new(gl, &x) {
             let _ = gr.eval(&v, &mut vec![0.0; v.len()]);
             let _ = gr.eval_at(&v);
