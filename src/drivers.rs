@@ -1670,7 +1670,8 @@ fn univariate_code<R: IntoTraced<Tracer>>(
 ///
 /// Loops: a function with [`crate::fold`] or [`crate::while_loop`] is
 /// traced on the array trace, as [`Gradient`] says (each loop one
-/// instruction that carries the jets, [`Derivatives::array_program`]);
+/// instruction that carries the jets, [`Derivatives::array_program`];
+/// the native ∂⃗ᴺ path above is for code without loops);
 /// [`Derivatives::eval_with_error`] is not available for it, and
 /// [`Derivatives::eval_at`] at other scalars traces it again unrolled.
 ///
@@ -1858,9 +1859,13 @@ where
     fn eval_taylor(&mut self, x: f64) -> Result<GenericArray<f64, Add1<N>>> {
         let (f, input, out) = (&self.f, &mut self.input, &mut self.out);
         along_x_plus_t(input, x);
+        let mut retraced = false;
         let scaled = run_or_retrace(
             &mut self.taylor,
-            || univariate_code(f, x, N::to_usize()),
+            || {
+                retraced = true;
+                univariate_code(f, x, N::to_usize())
+            },
             |t| match t {
                 Code::Scalar(t) => t.eval(input, out).map(|()| false),
                 // Derivatives already, not Taylor coefficients.
@@ -1870,7 +1875,13 @@ where
         if !scaled {
             scale_by_factorials(out);
         }
-        Ok(self.out.clone())
+        let d = self.out.clone();
+        if retraced {
+            // The new trace may have left or reached code with loops:
+            // the native ∂⃗ᴺ program follows it.
+            self.native = native_derivatives(&self.taylor, N::to_usize())?;
+        }
+        Ok(d)
     }
 
     /// A guard of the native ∂⃗ᴺ program failed at `x`: re-trace there,
@@ -1928,9 +1939,14 @@ where
             || univariate_code(f, x, N::to_usize()),
             |t| match t {
                 Code::Scalar(t) => t.eval_with_error(input, &mut out, &mut err),
-                Code::Hosted(_) => Err(Error::Unsupported(
-                    "error estimates of derivatives through loops",
-                )),
+                Code::Hosted(d) => {
+                    // Its guards first: where one fails, the code is traced
+                    // again at x, which may have no loop there.
+                    d.eval(&[x], &[1.0], &mut out)?;
+                    Err(Error::Unsupported(
+                        "error estimates of derivatives through loops",
+                    ))
+                }
             },
         )?;
         scale_by_factorials(&mut out);
@@ -1981,19 +1997,16 @@ where
                 )?,
             });
         }
-        let (f, taylor) = (&self.f, &mut self.taylor);
+        let f = &self.f;
         let out = run_or_retrace(
             &mut self.generic,
             || {
                 // A guard failed: re-trace at this point, as every compiled
-                // driver does, and rebuild the programs from the trace (the
-                // array trace's of code with loops is kept).
+                // driver does. The `f64` programs re-trace themselves where
+                // their own guards fail, on the array trace for code with
+                // loops, so they are left as they are.
                 let t = traced_univariate(f, x.primal(), order)?;
-                let g = univariate_program(t.program(), order)?;
-                if let Code::Scalar(_) = taylor {
-                    *taylor = Code::Scalar(t);
-                }
-                Ok(Some(g))
+                Ok(Some(univariate_program(t.program(), order)?))
             },
             |g| match g {
                 Some(g) => g.eval(&[x]),

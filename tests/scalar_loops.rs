@@ -858,3 +858,61 @@ fn compiled_derivatives_through_the_loop() {
         &want[1..]
     );
 }
+
+/// A loop on one side of a branch only: `x sin x` for `x ≤ 0`.
+fn branchy<T: Real>(x: T) -> Result<T> {
+    if x > T::cst(0.0) {
+        fold(20, x, |c: T| c * 0.99 + c * c * 0.001)
+    } else {
+        Ok(x.sin() * x)
+    }
+}
+
+/// `[f, f′, f″, f‴]` of `branchy` by num-dual's third-order dual numbers.
+fn branchy_dual3(x: f64) -> [f64; 4] {
+    let y = branchy(num_dual::Dual3_64::new(x, 1.0, 0.0, 0.0)).unwrap();
+    [y.re, y.v1, y.v2, y.v3]
+}
+
+#[test]
+fn derivatives_follow_a_branch_into_and_out_of_a_loop() {
+    use optic_ad::typenum::U3;
+    use optic_ad::{Derivatives, Tracer};
+    let mut d = Derivatives::<U3, _>::new(|t: Tracer| branchy(t), 1.0).unwrap();
+    assert!(d.array_program().is_some());
+    let got = d.eval(1.5).unwrap();
+    let want = branchy_dual3(1.5);
+    assert!(vec_err(&got, &want) < 1e-12, "{got:?} vs {want:?}");
+    // At a point without the loop the guard re-traces there, whatever the
+    // method: error estimates are available again (closed forms of x sin x:
+    // f′ = sin x + x cos x, f″ = 2 cos x − x sin x, f‴ = −3 sin x − x cos x).
+    let x = -0.5_f64;
+    let closed = [
+        x * x.sin(),
+        x.sin() + x * x.cos(),
+        2.0 * x.cos() - x * x.sin(),
+        -3.0 * x.sin() - x * x.cos(),
+    ];
+    let (v, err) = d.eval_with_error(x).unwrap();
+    assert!(d.program().is_some() && d.array_program().is_none());
+    assert!(vec_err(&v, &closed) < 1e-14, "{v:?} vs {closed:?}");
+    assert!(err.iter().all(|e| e.is_finite()));
+    // And back into the loop: the array trace again, then the native or
+    // Taylor path on this side as it was before.
+    let back = d.eval(1.5).unwrap();
+    assert_eq!(back.as_slice(), got.as_slice());
+    assert!(d.array_program().is_some());
+    assert!(matches!(d.eval_with_error(1.5), Err(Error::Unsupported(_))));
+    let again = d.eval(x).unwrap();
+    assert!(vec_err(&again, &closed) < 1e-14, "{again:?} vs {closed:?}");
+    // `eval_at` at num-dual points re-traces its own (unrolled) program
+    // and leaves the `f64` programs as they are.
+    let mut d2 = Derivatives::<U3, _>::new(|t: Tracer| branchy(t), -1.0).unwrap();
+    let dual = d2.eval_at(Dual64::new(1.5, 1.0)).unwrap();
+    let re: Vec<f64> = dual.iter().map(|v| v.re).collect();
+    assert!(vec_err(&re, &want) < 1e-12, "{re:?} vs {want:?}");
+    assert!(d2.program().is_some() && d2.array_program().is_none());
+    let at = d2.eval(1.5).unwrap();
+    assert!(d2.array_program().is_some());
+    assert_eq!(at.as_slice(), got.as_slice());
+}

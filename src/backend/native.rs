@@ -65,9 +65,10 @@ use crate::rules::Prim;
 /// register allocator (better code, slower to compile) instead of its
 /// single-pass one: one chunk. A loop body is such a program and runs
 /// once per step: the one-pass HVP through the RK4 loop of the loops
-/// benchmark (a reversed body of about 440 instructions) took 12.0× the
-/// plain loop with the single-pass allocator and 7.9× with the
-/// backtracking one, for about 3 ms more compile time, once.
+/// benchmark (a reversed body of about 440 instructions) took 12.2× the
+/// plain loop with the single-pass allocator and 8.1× with the
+/// backtracking one at N = 10⁵ steps (criterion, 3 processes), for a few
+/// milliseconds more compile time, once.
 const SMALL_PROGRAM: usize = CHUNK;
 
 /// The most register instructions in one compiled function of a whole
