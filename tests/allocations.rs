@@ -228,7 +228,7 @@ fn loop_drivers_do_not_allocate() {
     let mut h = optic_ad::Hvp::array(loop_model, &x).unwrap();
     let mut d = array::Directional::new(loop_model, &x, 4).unwrap();
     let (mut grad, mut hv, mut dk) = ([0.0; 3], [0.0; 3], [0.0; 5]);
-    let mut run = |k: usize| {
+    let run = |k: usize| {
         let y = [1.0 + 0.1 * k as f64, 0.7, 0.2];
         g.eval(&y, &mut grad).unwrap();
         h.linearize(&y).unwrap();
@@ -236,17 +236,7 @@ fn loop_drivers_do_not_allocate() {
         h.eval(&y, &[0.5, 0.5, k as f64], &mut hv).unwrap();
         d.eval(&y, &[0.5, 0.5, k as f64], &mut dk).unwrap();
     };
-    // Steady state: with `jit`, a loop body runs thousands of times per
-    // evaluation and is compiled once it is hot, within the first rounds.
-    for k in 0..100 {
-        run(k);
-    }
-    let info = measure(|| {
-        for k in 0..10 {
-            run(k);
-        }
-    });
-    assert_eq!(info.count_total, 0);
+    assert_steady_state_allocates_nothing(run);
 }
 
 /// The scalar model of [`loop_model`]: the same loops written over `Real`,
@@ -283,7 +273,7 @@ fn scalar_drivers_with_loops_do_not_allocate() {
     .unwrap();
     assert!(back.array_program().is_some());
     let (mut grad, mut hv, mut many, mut xbar) = ([0.0; 3], [0.0; 3], [0.0; 6], [0.0; 3]);
-    let mut run = |k: usize| {
+    let run = |k: usize| {
         back.apply(&[1.0, k as f64], &mut xbar).unwrap();
         let y = [1.0 + 0.1 * k as f64, 0.7, 0.2];
         g.eval(&y, &mut grad).unwrap();
@@ -292,15 +282,7 @@ fn scalar_drivers_with_loops_do_not_allocate() {
         h.apply_many(&[1.0, 0.5, k as f64, 0.0, 1.0, 0.0], &mut many)
             .unwrap();
     };
-    for k in 0..100 {
-        run(k);
-    }
-    let info = measure(|| {
-        for k in 0..10 {
-            run(k);
-        }
-    });
-    assert_eq!(info.count_total, 0);
+    assert_steady_state_allocates_nothing(run);
 }
 
 /// A loop whose gradient checkpoints (binomial, 3 snapshots for 50 steps):
@@ -333,11 +315,18 @@ fn checkpointed_loops_do_not_allocate() {
     .unwrap();
     assert!(back.array_program().is_some());
     let (mut grad, mut xbar) = ([0.0; 2], [0.0; 2]);
-    let mut run = |k: usize| {
+    let run = |k: usize| {
         let y = [1.0 + 0.1 * k as f64, 0.7];
         g.eval(&y, &mut grad).unwrap();
         back.apply(&[1.0, k as f64], &mut xbar).unwrap();
     };
+    assert_steady_state_allocates_nothing(run);
+}
+
+/// Runs `run(k)` for `k < 100`, the steady state (with `jit`, a loop body
+/// runs thousands of times per evaluation and is compiled once it is hot,
+/// within the first rounds), then 10 more runs, which must not allocate.
+fn assert_steady_state_allocates_nothing(mut run: impl FnMut(usize)) {
     for k in 0..100 {
         run(k);
     }
