@@ -25,8 +25,7 @@ use generic_array::{ArrayLength, GenericArray};
 use typenum::{Add1, IsLessOrEqual, True, Unsigned, B1};
 
 use crate::array::{
-    trace_hosted, trace_hosted_many, trace_scalar, ArrayProgram, GradientCore, HvpCore,
-    PullbackCore, TArray, TScalar,
+    trace_hosted, trace_scalar, ArrayProgram, GradientCore, HvpCore, PullbackCore, TArray, TScalar,
 };
 use crate::backend::{Executable, Registers, LANES};
 use crate::differentiable::{Differentiable, Point, Tangent};
@@ -35,7 +34,7 @@ use crate::functor::forward::{pushforward_in_place, pushforward_into};
 use crate::functor::nested::nest;
 use crate::functor::reverse::pullback_in_place;
 use crate::functor::taylor::scale_by_factorials;
-use crate::functor::{forward, reverse_joint, MaxTaylorOrder, TaylorProgram};
+use crate::functor::{forward, MaxTaylorOrder, TaylorProgram};
 use crate::program::trace::{
     trace_builder, trace_builder_hosting, LoopOnHost, Traced, TracedBuilder, Tracer, LOOP_ON_HOST,
 };
@@ -509,34 +508,26 @@ fn trace_or_host<H>(
     x: &[f64],
     host: impl FnOnce(&ArrayProgram) -> Result<H>,
 ) -> Result<Code<TracedBuilder, H>> {
-    trace_or_host_with(
-        &mut |t| Ok(vec![f(t)?]),
-        x,
-        |f, x| trace_hosted(&mut |t| Ok(f(t)?.swap_remove(0)), x),
-        host,
-    )
+    trace_or_host_with(&mut |t| Ok(vec![f(t)?]), x, false, host)
 }
 
 /// [`trace_or_host`] for a function with several results: on the array
 /// trace its program's one output is the vector of them
-/// ([`crate::array::trace_hosted_many`]).
+/// ([`crate::array::trace_hosted`]).
 fn trace_or_host_many<H>(
     f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
     x: &[f64],
     host: impl FnOnce(&ArrayProgram) -> Result<H>,
 ) -> Result<Code<TracedBuilder, H>> {
-    trace_or_host_with(f, x, |f, x| trace_hosted_many(f, x), host)
+    trace_or_host_with(f, x, true, host)
 }
 
-/// [`trace_or_host`] and [`trace_or_host_many`], with the array trace's
-/// tracing of the function given as `hosted`.
+/// [`trace_or_host`] and [`trace_or_host_many`]: the array trace's
+/// program has a vector output where `vector` is true, else a scalar one.
 fn trace_or_host_with<H>(
     f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
     x: &[f64],
-    hosted: impl FnOnce(
-        &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
-        &[f64],
-    ) -> Result<ArrayProgram>,
+    vector: bool,
     host: impl FnOnce(&ArrayProgram) -> Result<H>,
 ) -> Result<Code<TracedBuilder, H>> {
     let mut err = None;
@@ -559,7 +550,7 @@ fn trace_or_host_with<H>(
         Err(payload) => std::panic::resume_unwind(payload),
     };
     if saw_loop {
-        if let Ok(h) = hosted(f, x).and_then(|p| host(&p)) {
+        if let Ok(h) = trace_hosted(f, x, vector).and_then(|p| host(&p)) {
             return Ok(Code::Hosted(h));
         }
         let (t, _) = trace_builder_at(|t: &[Tracer]| f(t), x)?;
@@ -842,16 +833,16 @@ fn vjp_flat<T: Real>(
     ybar: &[T],
 ) -> Result<(Vec<T>, Vec<T>)> {
     check_nonempty("vjp", x.len())?;
-    let (p, mut inputs) = match trace_or_host_at(&mut f, x, reverse_joint)? {
+    let (p, mut inputs) = match trace_or_host_at(&mut f, x, |p| PullbackCore::new(p, &primals(x)))?
+    {
         Code::Scalar(traced) => traced,
-        Code::Hosted(joint) => {
-            // [x, ȳ] ↦ [y, x̄], each one vector.
-            let m = joint.input_shapes()[1].len();
-            check_len("vjp: output cotangent", m, ybar.len())?;
-            let out = joint.eval(&[&primals(x), &primals(ybar)])?;
-            // A structural zero (−0.0 in programs) of x̄ is returned as +0.0.
-            let cast = |v: &[f64], z: f64| v.iter().map(|&c| T::cst(c + z)).collect();
-            return Ok((cast(&out[0], -0.0), cast(&out[1], 0.0)));
+        Code::Hosted(mut core) => {
+            // The pullback's one application.
+            check_len("vjp: output cotangent", core.value().len(), ybar.len())?;
+            let mut xbar = vec![0.0; x.len()];
+            core.apply(&primals(ybar), &mut xbar)?;
+            let cast = |v: &[f64]| v.iter().map(|&c| T::cst(c)).collect();
+            return Ok((cast(core.value()), cast(&xbar)));
         }
     };
     let m = p.n_outputs();

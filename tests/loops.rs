@@ -32,19 +32,29 @@ pub(crate) mod lotka_volterra;
 
 use lotka_volterra::{loss, loss_array, loss_with, P0, V};
 
-/// The gradient on the scalar trace with the loop unrolled (one copy of the
+/// `J_f(x)ᵀ ȳ` on the scalar trace with the loop unrolled (one copy of the
 /// body per step): `trace` (which unrolls, having no array trace to send
-/// loops to) and the scalar ∂⃖'s joint program `(x, ȳ) ↦ (y, x̄)` at
-/// `ȳ = 1`. (The drivers take code with loops to the array trace.)
+/// loops to) and the scalar ∂⃖'s joint program `(x, ȳ) ↦ (y, x̄)`. (The
+/// drivers take code with loops to the array trace.)
+pub(crate) fn unrolled_vjp(
+    f: impl FnOnce(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[f64],
+    ybar: &[f64],
+) -> Vec<f64> {
+    let p = optic_ad::trace(|t| f(t).unwrap(), x).unwrap();
+    let joint = optic_ad::functor::reverse_joint(&p);
+    let mut inputs = x.to_vec();
+    inputs.extend_from_slice(ybar);
+    joint.eval(&inputs).unwrap().split_off(ybar.len())
+}
+
+/// The gradient on the scalar trace with the loop unrolled
+/// ([`unrolled_vjp`] at `ȳ = 1`).
 pub(crate) fn unrolled_gradient(
     f: impl FnOnce(&[Tracer]) -> Result<Tracer>,
     x: &[f64],
 ) -> Vec<f64> {
-    let p = optic_ad::trace(|t| vec![f(t).unwrap()], x).unwrap();
-    let joint = optic_ad::functor::reverse_joint(&p);
-    let mut inputs = x.to_vec();
-    inputs.push(1.0);
-    joint.eval(&inputs).unwrap().split_off(1)
+    unrolled_vjp(|t| Ok(vec![f(t)?]), x, &[1.0])
 }
 
 /// `H v` on the scalar trace with the loop unrolled: `jvp` of the gradient

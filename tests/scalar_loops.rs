@@ -684,17 +684,11 @@ fn final_state_jacobian_dual(steps: usize) -> Vec<Vec<f64>> {
 }
 
 /// The Jacobian of `final_state` on the scalar trace with the loop
-/// unrolled: one pullback of the traced program per row.
+/// unrolled: one unrolled pullback per row.
 fn final_state_jacobian_unrolled(steps: usize) -> Vec<Vec<f64>> {
-    let p = optic_ad::trace(|t| final_state(t, steps).unwrap(), &P0).unwrap();
-    let joint = optic_ad::functor::reverse_joint(&p);
-    (0..2)
-        .map(|i| {
-            let mut inputs = P0.to_vec();
-            inputs.extend([0.0, 0.0]);
-            inputs[6 + i] = 1.0;
-            joint.eval(&inputs).unwrap().split_off(2)
-        })
+    [[1.0, 0.0], [0.0, 1.0]]
+        .iter()
+        .map(|e| crate::loops::unrolled_vjp(|t| final_state(t, steps), &P0, e))
         .collect()
 }
 

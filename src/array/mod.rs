@@ -89,5 +89,5 @@ pub use mat::Mat;
 pub use nested::{Level, Nested};
 pub use shape::Shape;
 pub use taylor::{taylor, Directional, TaylorProgram};
+pub(crate) use trace::trace_hosted;
 pub use trace::{trace, ArrayOutput, TArray, TScalar};
-pub(crate) use trace::{trace_hosted, trace_hosted_many};

@@ -1163,46 +1163,30 @@ impl crate::program::trace::Host for ArrayHost {
     }
 }
 
+/// A traced value of either kind, as an output.
+struct Handle((u64, AVar));
+
+impl ArrayOutput for Handle {
+    fn vars(&self) -> Vec<(u64, AVar)> {
+        vec![self.0]
+    }
+}
+
 /// Traces scalar code `f` of the point `x` on the array trace (its leaves
 /// the elements of one vector input, its tracers hosted scalars): the
-/// program of a function with loops, for the scalar drivers.
+/// program of a function with loops, for the scalar drivers. Its output is
+/// `f`'s one result as a scalar where `vector` is false (gradients, HVPs,
+/// Taylor mode), and otherwise the vector of its `m ≥ 1` results, so that
+/// its ∂⃗ reads one tangent vector and its ∂⃖ one cotangent vector.
 ///
 /// # Errors
 ///
-/// As [`trace`]; an error `f` returns.
+/// As [`trace`]; an error `f` returns; [`Error::Unsupported`] for code
+/// with no results, or with several where `vector` is false.
 pub(crate) fn trace_hosted(
-    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
-    x: &[f64],
-) -> Result<ArrayProgram> {
-    trace_hosted_with(f, x, |y| Ok(to_scalar(y)))
-}
-
-/// [`trace_hosted`] for code with `m ≥ 1` results: the program's one
-/// output is the vector of them (`m` entries), so that its ∂⃗ reads one
-/// tangent vector and its ∂⃖ one cotangent vector.
-///
-/// # Errors
-///
-/// As [`trace_hosted`]; [`Error::Unsupported`] for code with no results.
-pub(crate) fn trace_hosted_many(
     f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
     x: &[f64],
-) -> Result<ArrayProgram> {
-    trace_hosted_with(f, x, |ys| {
-        if ys.is_empty() {
-            return Err(Error::Unsupported("a function with no results"));
-        }
-        let handles: Vec<(u64, AVar)> = ys.iter().map(|&y| to_scalar(y).h()).collect();
-        Ok(array_of(with_top(&handles, |b, v| b.concat(v)), ys.len()))
-    })
-}
-
-/// Traces `f` hosted, as [`trace_hosted`], its results made the program's
-/// output by `out`.
-fn trace_hosted_with<Y, O: ArrayOutput>(
-    f: &mut dyn FnMut(&[Tracer]) -> Result<Y>,
-    x: &[f64],
-    out: impl Fn(Y) -> Result<O>,
+    vector: bool,
 ) -> Result<ArrayProgram> {
     // Traced with the point from the start: the scalar drivers' users'
     // code compares and reads values (a Rust loop on `x < 1.0`, an
@@ -1215,8 +1199,17 @@ fn trace_hosted_with<Y, O: ArrayOutput>(
             let leaves = (0..x.len())
                 .map(|i| xs[0].get(i).map(to_tracer))
                 .collect::<Result<Vec<Tracer>>>()?;
-            let y = (f.borrow_mut())(&leaves)?;
-            out(y)
+            let ys = (f.borrow_mut())(&leaves)?;
+            match (ys.as_slice(), vector) {
+                ([y], false) => Ok(Handle(to_scalar(*y).h())),
+                ([], _) => Err(Error::Unsupported("a function with no results")),
+                (_, false) => Err(Error::Unsupported("several results where one is taken")),
+                (_, true) => {
+                    let handles: Vec<(u64, AVar)> = ys.iter().map(|&y| to_scalar(y).h()).collect();
+                    let v = array_of(with_top(&handles, |b, v| b.concat(v)), ys.len());
+                    Ok(Handle(v.h()))
+                }
+            }
         },
         &[x],
     )
