@@ -286,6 +286,16 @@ impl private::Internal for f64 {
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
         rule.value(x)
     }
+    #[cfg(feature = "gemm")]
+    fn matmul_library(
+        a: &[Self],
+        b: &[Self],
+        d: crate::array::matmul::MatMulDims,
+        out: &mut [Self],
+    ) -> bool {
+        crate::array::matmul::gemm(a, b, d, out);
+        true
+    }
 }
 
 impl Real for f64 {

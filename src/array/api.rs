@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use super::ir::Matrix;
 use super::kernels::{
-    axis_len, broadcast_axis_into, matmul_into, matrix_len, sum4, sum_axis_into, transpose_into,
-    MatMulDims,
+    axis_len, broadcast_axis_into, matmul_into, matrix_len, matvec_dims, sum4, sum_axis_into,
+    transpose_into, MatMulDims,
 };
 use crate::error::{check_len, Error, Result};
 use crate::real::Real;
@@ -568,25 +568,12 @@ impl<T: Real> Array for Dense<T> {
 
     fn matvec(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
         check_len("matvec: vector vs matrix columns", m.cols(), v.len())?;
-        Ok(Dense(
-            (0..m.rows())
-                .map(|r| {
-                    let row: Vec<T> = m.row(r).iter().zip(&v.0).map(|(&a, &x)| x * a).collect();
-                    sum4(&row)
-                })
-                .collect(),
-        ))
+        matrix_times(m, v, false, "matvec: result")
     }
 
     fn vecmat(m: &Arc<Matrix>, v: &Self) -> Result<Self> {
         check_len("vecmat: vector vs matrix rows", m.rows(), v.len())?;
-        let mut out = crate::error::try_filled("vecmat: result", m.cols(), T::cst(0.0))?;
-        for (r, &x) in v.0.iter().enumerate() {
-            for (o, &a) in out.iter_mut().zip(m.row(r)) {
-                *o += x * a;
-            }
-        }
-        Ok(Dense(out))
+        matrix_times(m, v, true, "vecmat: result")
     }
 
     fn fill(s: T, len: usize) -> Result<Self> {
@@ -664,4 +651,20 @@ impl<T: Real> Array for Dense<T> {
         }
         Ok((carry, Dense(ys)))
     }
+}
+
+/// `M v` or `Mᵀ v` for a constant matrix on any scalar, by the array
+/// tier's one matrix-product kernel (the library GEMM on `f64`).
+fn matrix_times<T: Real>(
+    m: &Matrix,
+    v: &Dense<T>,
+    transpose: bool,
+    what: &'static str,
+) -> Result<Dense<T>> {
+    let d = matvec_dims(m, transpose);
+    let len = if transpose { m.cols() } else { m.rows() };
+    let mut out = crate::error::try_filled(what, len, T::cst(0.0))?;
+    let data: Vec<T> = m.as_slice().iter().map(|&c| T::cst(c)).collect();
+    matmul_into(&data, &v.0, d, &mut Vec::new(), &mut out);
+    Ok(Dense(out))
 }

@@ -1,9 +1,13 @@
 //! The numeric kernels of the array tier: sums, dot products, matrix
 //! products, transposes and axis reductions, generic over [`Real`] so that
 //! the evaluator (on `f64`), [`Dense`](super::Dense) (on any scalar) and
-//! forward mode compute the same sums in the same order, bit for bit.
+//! forward mode compute the same sums in the same order, bit for bit. On
+//! `f64` with the feature `gemm` (the default), matrix products are the
+//! library GEMM of [`super::matmul`], for the evaluator and `Dense<f64>`
+//! alike.
 
-use crate::error::{check_len, Error, Result};
+pub(crate) use super::matmul::MatMulDims;
+use crate::error::{Error, Result};
 use crate::real::Real;
 
 /// `rows · cols`, or an error if it overflows.
@@ -81,70 +85,12 @@ pub(crate) fn transpose_into<T: Real>(a: &[T], rows: usize, cols: usize, out: &m
     }
 }
 
-/// The dimensions of a matrix product `op(A) op(B)`: `A` is stored
-/// `a_rows × a_cols`, `B` `b_rows × b_cols`, and `op(X) = Xᵀ` where the
-/// flag is set.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct MatMulDims {
-    /// Rows of `A` as stored.
-    pub a_rows: usize,
-    /// Columns of `A` as stored.
-    pub a_cols: usize,
-    /// Rows of `B` as stored.
-    pub b_rows: usize,
-    /// Columns of `B` as stored.
-    pub b_cols: usize,
-    /// Whether `A` is transposed.
-    pub transpose_a: bool,
-    /// Whether `B` is transposed.
-    pub transpose_b: bool,
-}
-
-impl MatMulDims {
-    /// `(m, k, k′, n)`: `op(A)` is `m × k`, `op(B)` is `k′ × n`.
-    pub(crate) fn mkn(&self) -> (usize, usize, usize, usize) {
-        let (m, k) = if self.transpose_a {
-            (self.a_cols, self.a_rows)
-        } else {
-            (self.a_rows, self.a_cols)
-        };
-        let (k2, n) = if self.transpose_b {
-            (self.b_cols, self.b_rows)
-        } else {
-            (self.b_rows, self.b_cols)
-        };
-        (m, k, k2, n)
-    }
-
-    /// Checks the element counts and the inner dimensions; returns
-    /// `(m, k, n)`.
-    pub(crate) fn check(&self, a_len: usize, b_len: usize) -> Result<(usize, usize, usize)> {
-        check_len(
-            "matmul: left factor, rows × cols",
-            self.a_rows.saturating_mul(self.a_cols),
-            a_len,
-        )?;
-        check_len(
-            "matmul: right factor, rows × cols",
-            self.b_rows.saturating_mul(self.b_cols),
-            b_len,
-        )?;
-        let (m, k, k2, n) = self.mkn();
-        check_len(
-            "matmul: columns of the left factor vs rows of the right",
-            k,
-            k2,
-        )?;
-        matrix_len(m, n)?;
-        Ok((m, k, n))
-    }
-}
-
-/// `out = op(A) op(B)` (`m × n`, row-major): each element is the dot
-/// product of a row of `op(A)` and a column of `op(B)` with four partial
-/// sums ([`dot4`]), whatever the flags, so that every caller gets the same
-/// bits. Operands whose rows (of `op(A)`) or columns (of `op(B)`) are not
-/// contiguous are transposed into `scratch` first.
+/// `out = op(A) op(B)` (`m × n`, row-major). On `f64` with the feature
+/// `gemm` (the default) this is faer's GEMM ([`super::matmul`]). Otherwise each element
+/// is the dot product of a row of `op(A)` and a column of `op(B)` with
+/// four partial sums ([`dot4`]), whatever the flags; operands whose rows
+/// (of `op(A)`) or columns (of `op(B)`) are not contiguous are transposed
+/// into `scratch` first.
 pub(crate) fn matmul_into<T: Real>(
     a: &[T],
     b: &[T],
@@ -152,6 +98,9 @@ pub(crate) fn matmul_into<T: Real>(
     scratch: &mut Vec<T>,
     out: &mut [T],
 ) {
+    if T::matmul_library(a, b, d, out) {
+        return;
+    }
     let (m, k, _, n) = d.mkn();
     let a_len = m * k;
     let need = if d.transpose_a { a_len } else { 0 } + if d.transpose_b { 0 } else { k * n };
@@ -185,8 +134,8 @@ pub(crate) fn matmul_into<T: Real>(
 /// `data`, four rows at a time: the four rows share the loads of `x`, and
 /// their sixteen partial sums are independent (one row's four are a chain
 /// of dependent additions), while each row's sums stay those of [`dot4`]
-/// (the same bits). The kernel of `matvec` and of each row of a matrix
-/// product.
+/// (the same bits). The kernel of each row of a matrix product on scalars
+/// other than `f64`.
 pub(crate) fn rows_dot<T: Real>(data: &[T], cols: usize, x: &[T], out: &mut [T]) {
     if cols == 0 {
         out.fill(T::cst(0.0));
@@ -266,47 +215,29 @@ pub(crate) fn broadcast_axis_into<T: Real>(v: &[T], cols: usize, axis: usize, ou
     }
 }
 
-/// `out = M x`, each row by the sums of [`dot4`] (the same
-/// bits), four rows at a time ([`rows_dot`]).
-pub(crate) fn matvec_into(m: &super::ir::Matrix, x: &[f64], out: &mut [f64]) {
-    let cols = m.cols();
-    let (Some(x), Some(data)) = (x.get(..cols), m.as_slice().get(..out.len() * cols)) else {
-        // Not reached: the builder checks the shapes.
-        return;
-    };
-    rows_dot(data, cols, x, out);
+/// The dimensions of `M x` (`transpose: false`) or `Mᵀ x` (`true`) as a
+/// matrix product with the vector as a one-column matrix.
+pub(crate) fn matvec_dims(m: &super::ir::Matrix, transpose: bool) -> MatMulDims {
+    let len = if transpose { m.rows() } else { m.cols() };
+    MatMulDims {
+        a_rows: m.rows(),
+        a_cols: m.cols(),
+        b_rows: len,
+        b_cols: 1,
+        transpose_a: transpose,
+        transpose_b: false,
+    }
 }
 
-/// `out = Mᵀ x`: `out[j] = (((0 + x₀ M₀ⱼ) + x₁ M₁ⱼ) + …)`, the rows added
-/// in order, four rows per pass over `out` (the same sums as one row per
-/// pass, with a quarter of the loads and stores of `out`).
-pub(crate) fn vecmat_into(m: &super::ir::Matrix, x: &[f64], out: &mut [f64]) {
-    let cols = m.cols();
-    out.fill(0.0);
-    if cols == 0 {
-        return;
-    }
-    let rows = x.len().min(m.rows());
-    let (Some(data), Some(out)) = (m.as_slice().get(..rows * cols), out.get_mut(..cols)) else {
-        // Not reached: the builder checks the shapes.
-        return;
-    };
-    let mut quads = data.chunks_exact(4 * cols);
-    for (block, xs) in (&mut quads).zip(x.chunks_exact(4)) {
-        let (a, rest) = block.split_at(cols);
-        let (b, rest) = rest.split_at(cols);
-        let (c, d) = rest.split_at(cols);
-        for j in 0..cols {
-            out[j] = (((out[j] + xs[0] * a[j]) + xs[1] * b[j]) + xs[2] * c[j]) + xs[3] * d[j];
-        }
-    }
-    for (row, &xr) in quads
-        .remainder()
-        .chunks_exact(cols)
-        .zip(&x[rows - rows % 4..])
-    {
-        for (o, &mij) in out.iter_mut().zip(row) {
-            *o += xr * mij;
-        }
-    }
+/// `out = M x` (`transpose: false`) or `Mᵀ x` (`true`) by
+/// [`matmul_into`], the vector as a one-column matrix: the same sums as
+/// [`Dense`](super::Dense)'s `matvec` and `vecmat` on `f64`.
+pub(crate) fn matvec_into(
+    m: &super::ir::Matrix,
+    x: &[f64],
+    transpose: bool,
+    scratch: &mut Vec<f64>,
+    out: &mut [f64],
+) {
+    matmul_into(m.as_slice(), x, matvec_dims(m, transpose), scratch, out);
 }

@@ -66,6 +66,7 @@ mod ir;
 mod kernels;
 mod map;
 mod mat;
+pub(crate) mod matmul;
 mod nested;
 pub mod prims;
 mod shape;
@@ -84,8 +85,8 @@ pub use ir::{
     AVar, ArrayBuilder, ArrayGuard, ArrayOp, ArrayPrim, ArrayPrimitive, ArrayProgram, Matrix,
     Operands, TaylorRule, MAX_ARRAY_ARITY,
 };
-pub use kernels::MatMulDims;
 pub use mat::Mat;
+pub use matmul::MatMulDims;
 pub use nested::{Level, Nested};
 pub use shape::Shape;
 pub use taylor::{taylor, Directional, TaylorProgram};

@@ -61,6 +61,18 @@ pub(crate) mod private {
         fn traces_loops() -> bool {
             false
         }
+        /// `out = op(A) op(B)` by a library GEMM, for a number type that
+        /// has one (`f64` with the feature `gemm`: faer's); `false` for the
+        /// others, which the array tier's generic kernel serves.
+        fn matmul_library(
+            a: &[Self],
+            b: &[Self],
+            d: crate::array::matmul::MatMulDims,
+            out: &mut [Self],
+        ) -> bool {
+            let _ = (a, b, d, out);
+            false
+        }
         /// Records `steps` applications of `body` to the carry `init` as
         /// one loop instruction whose pullback keeps at most `snapshots`
         /// carries besides the first (`None`: all), for a number type that

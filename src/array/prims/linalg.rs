@@ -7,7 +7,7 @@ use super::{matrix_dims, only, operands, scalar_sum, vector_len};
 use crate::array::ir::{
     AVar, ArrayBuilder, ArrayOp, ArrayPrim, ArrayPrimitive, Matrix, Shape, TaylorRule,
 };
-use crate::array::kernels::{matmul_into, matvec_into, vecmat_into, MatMulDims};
+use crate::array::kernels::{matmul_into, matvec_into, MatMulDims};
 use crate::error::{check_len, Result};
 use crate::program::{Builder, Var};
 
@@ -40,9 +40,9 @@ impl ArrayPrimitive for MatVec {
         format!("matvec <{r}×{c} matrix> {}", args.join(", "))
     }
 
-    fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
+    fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, s: &mut Vec<f64>) {
         if let [v] = args {
-            matvec_into(&self.m, v, out);
+            matvec_into(&self.m, v, false, s, out);
         }
     }
 
@@ -111,9 +111,9 @@ impl ArrayPrimitive for VecMat {
         format!("vecmat <{r}×{c} matrix> {}", args.join(", "))
     }
 
-    fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
+    fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, s: &mut Vec<f64>) {
         if let [v] = args {
-            vecmat_into(&self.m, v, out);
+            matvec_into(&self.m, v, true, s, out);
         }
     }
 
