@@ -66,8 +66,10 @@
 //! - `argmin`: the module `argmin_interop`, problems for the argmin
 //!   optimisers (cost, gradient and a matrix-free Hessian for Newton-CG)
 //!   from one generic function.
+//! - `gemm` (default): matrix products on `f64` by faer's blocked GEMM
+//!   (without it, the crate's own dot products).
 //! - `faer`: the module `faer_interop`, faer columns and matrices in and out of the
-//!   drivers (dense Hessians and Jacobians as `faer::Mat`).
+//!   drivers (dense Hessians and Jacobians as `faer::Mat`); implies `gemm`.
 //! - `serde`: `Serialize`/`Deserialize` for programs.
 //! - `jit`: the native backend: `f64` programs and loop and map bodies
 //!   compiled to machine code with Cranelift, once they run often.

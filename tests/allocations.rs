@@ -152,7 +152,8 @@ fn the_counter_sees_allocations() {
 }
 
 /// The array tier: a model with every kind of instruction (slices as
-/// views, a sum fused into its map, gather, scatter-add, matvec, vecmat).
+/// views, a sum fused into its map, gather, scatter-add, matvec, vecmat,
+/// a product of traced matrices small enough that faer packs nothing).
 fn array_model<A: optic_ad::array::Array>(x: &A) -> optic_ad::Result<A::Scalar> {
     use optic_ad::array::{Indices, Matrix};
     use std::sync::Arc;
@@ -170,7 +171,48 @@ fn array_model<A: optic_ad::array::Array>(x: &A) -> optic_ad::Result<A::Scalar> 
     let s = g.scatter_add(&Indices::new(&[1, 1, 0]), 2)?;
     let mx = A::matvec(&m, x)?;
     let back = A::vecmat(&m, &mx.map2(&s, |p, q| p * q)?)?;
-    Ok(r.sum() + back.dot(x)?)
+    let sq = optic_ad::array::Mat::new(x.clone(), 2, 2)?;
+    let c = sq.matmul_t(&sq, false, true)?.into_data();
+    Ok(r.sum() + back.dot(x)? + c.dot(&c)?)
+}
+
+/// faer's `matmul` takes no workspace: a product of more than 16³
+/// multiply-adds allocates faer's packing buffers on each call. The
+/// gradient of `Σ sin(A B)` with 16 × 16 factors (16³ multiply-adds per
+/// product) allocates nothing, with 20 × 20 factors the same number of
+/// times at every evaluation. Without the feature `gemm` neither allocates.
+#[test]
+fn only_large_matrix_products_allocate() {
+    use optic_ad::array::{Array, Mat, TArray};
+    fn per_eval<const S: usize>() -> (u64, u64) {
+        let f = |t: &TArray| -> optic_ad::Result<optic_ad::array::TScalar> {
+            let a = Mat::new(t.slice(0, S * S)?, S, S)?;
+            let b = Mat::new(t.slice(S * S, S * S)?, S, S)?;
+            Ok(a.matmul(&b)?.into_data().map(|v| v.sin()).sum())
+        };
+        let x: Vec<f64> = (0..2 * S * S).map(|i| (i as f64 * 0.37).sin()).collect();
+        let mut g = optic_ad::Gradient::array(f, &x).unwrap();
+        let mut grad = vec![0.0; x.len()];
+        g.eval(&x, &mut grad).unwrap();
+        let one = measure(|| {
+            g.eval(&x, &mut grad).unwrap();
+        })
+        .count_total;
+        let ten = measure(|| {
+            for _ in 0..10 {
+                g.eval(&x, &mut grad).unwrap();
+            }
+        })
+        .count_total;
+        (one, ten)
+    }
+    assert_eq!(per_eval::<16>(), (0, 0));
+    let (one, ten) = per_eval::<20>();
+    if cfg!(feature = "gemm") {
+        assert!(one > 0 && ten == 10 * one, "{one} then {ten}");
+    } else {
+        assert_eq!((one, ten), (0, 0));
+    }
 }
 
 #[test]

@@ -10,11 +10,12 @@
 //!
 //! Tolerance 1e-12 relative to the scale of the compared vector: the array
 //! and scalar paths evaluate the same arithmetic, but sums run in a
-//! different association (four partial sums in the array evaluator, CSE
-//! and folding differ between the two builders), which moves a result by
-//! a few ulps of the sum of magnitudes; the generator keeps values of order
-//! 1, so 1e-12 leaves a margin of about 10³ while any wrong term is of
-//! order 1.
+//! different association (four partial sums in the array evaluator, faer's
+//! blocked GEMM for its matrix products, CSE and folding differ between the
+//! two builders), which moves a result by a few ulps of the sum of
+//! magnitudes; the objective keeps its output well conditioned (see
+//! `objective`), so 1e-12 leaves a margin of about 10³ while any wrong term
+//! is of order 1.
 
 use std::sync::Arc;
 
@@ -427,6 +428,27 @@ fn directional3_num_dual(r: &Recipe, x: &[f64], v: &[f64]) -> [f64; 4] {
         .collect();
     let y = objective(&dense(&xd), r).expect("num-dual run");
     [y.re, y.v1, y.v2, y.v3]
+}
+
+/// Whether `got` is within twice Higham's bound `γₖ Σ |tᵢ|`,
+/// `γₖ = k u / (1 − k u)` (*Accuracy and Stability of Numerical
+/// Algorithms*, 2nd ed., §3.1), of the terms summed in order: both sums are
+/// that close to the exact one.
+fn within(got: f64, terms: &[f64]) -> bool {
+    let k = terms.len() as f64;
+    let u = f64::EPSILON / 2.0;
+    let gamma = k * u / (1.0 - k * u);
+    let mut seq = 0.0;
+    for t in terms {
+        seq += t;
+    }
+    let bound = 2.0 * gamma * terms.iter().map(|t| t.abs()).sum::<f64>();
+    (got - seq).abs() <= bound
+}
+
+/// The bit patterns (so that `-0.0` and `+0.0` differ).
+fn bits(x: &[f64]) -> Vec<u64> {
+    x.iter().map(|v| v.to_bits()).collect()
 }
 
 proptest! {
@@ -864,17 +886,6 @@ proptest! {
             prop::collection::vec(-3.0f64..3.0, c),
         ))
     ) {
-        let within = |got: f64, terms: &[f64]| {
-            let k = terms.len() as f64;
-            let u = f64::EPSILON / 2.0;
-            let gamma = k * u / (1.0 - k * u);
-            let mut seq = 0.0;
-            for t in terms {
-                seq += t;
-            }
-            let bound = 2.0 * gamma * terms.iter().map(|t| t.abs()).sum::<f64>();
-            (got - seq).abs() <= bound
-        };
         let m = Arc::new(Matrix::new(rows, cols, data.clone()).unwrap());
         let p = array::trace(|t: &[TArray]| TArray::matvec(&m, &t[0]), &[&x]).unwrap();
         let got = p.eval(&[&x]).unwrap().remove(0);
@@ -883,7 +894,7 @@ proptest! {
             let terms: Vec<f64> = (0..cols).map(|j| data[r * cols + j] * x[j]).collect();
             prop_assert!(within(*y, &terms), "row {} of {}x{}: {}", r, rows, cols, y);
         }
-        prop_assert_eq!(&Dense::<f64>::matvec(&m, &Dense(x.clone())).unwrap().0, &got);
+        prop_assert_eq!(bits(&Dense::<f64>::matvec(&m, &Dense(x.clone())).unwrap().0), bits(&got));
         let y: Vec<f64> = (0..rows).map(|r| (r as f64 * 0.7).sin()).collect();
         let p = array::trace(|t: &[TArray]| TArray::vecmat(&m, &t[0]), &[&y]).unwrap();
         let got = p.eval(&[&y]).unwrap().remove(0);
@@ -892,7 +903,49 @@ proptest! {
             let terms: Vec<f64> = (0..rows).map(|r| y[r] * data[r * cols + j]).collect();
             prop_assert!(within(*g, &terms), "column {} of {}x{}: {}", j, rows, cols, g);
         }
-        prop_assert_eq!(&Dense::<f64>::vecmat(&m, &Dense(y.clone())).unwrap().0, &got);
+        prop_assert_eq!(bits(&Dense::<f64>::vecmat(&m, &Dense(y.clone())).unwrap().0), bits(&got));
+    }
+
+    /// Products of traced matrices large enough for faer to pack its
+    /// operands (more than 16³ multiply-adds), every flag combination:
+    /// each entry within Higham's bound of the sum in order, and
+    /// `Dense<f64>` computes the program's bits.
+    #[test]
+    fn large_matrix_products_are_dot_products_within_rounding(
+        (m, k, n, ta, tb, a, b) in (1usize..40, 1usize..40, 1usize..40, any::<bool>(), any::<bool>())
+            .prop_flat_map(|(m, k, n, ta, tb)| (
+                Just(m), Just(k), Just(n), Just(ta), Just(tb),
+                prop::collection::vec(-3.0f64..3.0, m * k),
+                prop::collection::vec(-3.0f64..3.0, k * n),
+            ))
+    ) {
+        // Stored shapes: op(A) is m × k, op(B) is k × n.
+        let ad = if ta { (k, m) } else { (m, k) };
+        let bd = if tb { (n, k) } else { (k, n) };
+        let at = |i: usize, l: usize| if ta { a[l * m + i] } else { a[i * k + l] };
+        let bt = |l: usize, j: usize| if tb { b[j * k + l] } else { b[l * n + j] };
+        let p = array::trace(
+            |t: &[TArray]| {
+                Ok(Mat::new(t[0], ad.0, ad.1)?
+                    .matmul_t(&Mat::new(t[1], bd.0, bd.1)?, ta, tb)?
+                    .into_data())
+            },
+            &[&a, &b],
+        )
+        .unwrap();
+        let got = p.eval(&[&a, &b]).unwrap().remove(0);
+        prop_assert_eq!(got.len(), m * n);
+        for i in 0..m {
+            for j in 0..n {
+                let terms: Vec<f64> = (0..k).map(|l| at(i, l) * bt(l, j)).collect();
+                prop_assert!(within(got[i * n + j], &terms), "({}, {}) of {}x{}x{}", i, j, m, k, n);
+            }
+        }
+        let dense = Mat::new(Dense(a.clone()), ad.0, ad.1)
+            .unwrap()
+            .matmul_t(&Mat::new(Dense(b.clone()), bd.0, bd.1).unwrap(), ta, tb)
+            .unwrap();
+        prop_assert_eq!(bits(&dense.data().0), bits(&got));
     }
 
     /// The fused plan (views for slices and pads, sums inside maps, shared

@@ -290,9 +290,11 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
 
     /// The matrix product `op(A) op(B)` of the row-major matrices held
     /// flat in `self` (`A`) and `b` (`B`), with the dimensions and
-    /// transpositions of `d`; the result is `m × n`, row-major. Each
-    /// element is a dot product with four partial sums, the same on every
-    /// implementation. [`Mat::matmul`](super::Mat::matmul) reads better.
+    /// transpositions of `d`; the result is `m × n`, row-major. On `f64`
+    /// with the feature `gemm` (the default) this is faer's GEMM, the same
+    /// kernel as the evaluator's; otherwise each element is a dot product
+    /// with four partial sums. [`Mat::matmul`](super::Mat::matmul) reads
+    /// better.
     ///
     /// # Errors
     ///

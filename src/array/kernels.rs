@@ -1,10 +1,10 @@
 //! The numeric kernels of the array tier: sums, dot products, matrix
 //! products, transposes and axis reductions, generic over [`Real`] so that
-//! the evaluator (on `f64`), [`Dense`](super::Dense) (on any scalar) and
-//! forward mode compute the same sums in the same order, bit for bit. On
-//! `f64` with the feature `gemm` (the default), matrix products are the
-//! library GEMM of [`super::matmul`], for the evaluator and `Dense<f64>`
-//! alike.
+//! the evaluator (on `f64`) and [`Dense`](super::Dense) compute the same
+//! sums in the same order, bit for bit. Matrix products on `f64` with the
+//! feature `gemm` (the default) are the library GEMM of [`super::matmul`],
+//! for the evaluator and `Dense<f64>` alike; `Dense` on other scalars
+//! (num-dual numbers) then sums them in another order.
 
 pub(crate) use super::matmul::MatMulDims;
 use crate::error::{Error, Result};
@@ -102,6 +102,17 @@ pub(crate) fn matmul_into<T: Real>(
         return;
     }
     let (m, k, _, n) = d.mkn();
+    if n == 1 && k > 0 {
+        // A matrix times a vector (`b` is `k × 1` or `1 × k`, contiguous
+        // either way): `M x` four rows at a time, `Mᵀ x` four rows per
+        // pass over `out`, neither transposing `M`.
+        if d.transpose_a {
+            rows_axpy(&a[..d.a_rows * d.a_cols], d.a_cols, &b[..k], out);
+        } else {
+            rows_dot(&a[..m * k], k, &b[..k], &mut out[..m]);
+        }
+        return;
+    }
     let a_len = m * k;
     let need = if d.transpose_a { a_len } else { 0 } + if d.transpose_b { 0 } else { k * n };
     if scratch.len() < need {
@@ -135,7 +146,7 @@ pub(crate) fn matmul_into<T: Real>(
 /// their sixteen partial sums are independent (one row's four are a chain
 /// of dependent additions), while each row's sums stay those of [`dot4`]
 /// (the same bits). The kernel of each row of a matrix product on scalars
-/// other than `f64`.
+/// other than `f64`, and on `f64` without the feature `gemm`.
 pub(crate) fn rows_dot<T: Real>(data: &[T], cols: usize, x: &[T], out: &mut [T]) {
     if cols == 0 {
         out.fill(T::cst(0.0));
@@ -172,6 +183,37 @@ pub(crate) fn rows_dot<T: Real>(data: &[T], cols: usize, x: &[T], out: &mut [T])
         .zip(blocks.remainder().chunks_exact(cols))
     {
         *o = dot4(row, x);
+    }
+}
+
+/// `out = Mᵀ x` for the row-major `x.len() × cols` matrix `data`:
+/// `out[j] = (((0 + x₀ M₀ⱼ) + x₁ M₁ⱼ) + …)`, the rows added in order, four
+/// rows per pass over `out` (the same sums as one row per pass, with a
+/// quarter of the loads and stores of `out`).
+fn rows_axpy<T: Real>(data: &[T], cols: usize, x: &[T], out: &mut [T]) {
+    let out = &mut out[..cols];
+    out.fill(T::cst(0.0));
+    if cols == 0 {
+        return;
+    }
+    let rows = x.len();
+    let mut quads = data.chunks_exact(4 * cols);
+    for (block, xs) in (&mut quads).zip(x.chunks_exact(4)) {
+        let (a, rest) = block.split_at(cols);
+        let (b, rest) = rest.split_at(cols);
+        let (c, e) = rest.split_at(cols);
+        for j in 0..cols {
+            out[j] = (((out[j] + xs[0] * a[j]) + xs[1] * b[j]) + xs[2] * c[j]) + xs[3] * e[j];
+        }
+    }
+    for (row, &xr) in quads
+        .remainder()
+        .chunks_exact(cols)
+        .zip(&x[rows - rows % 4..])
+    {
+        for (o, &mij) in out.iter_mut().zip(row) {
+            *o += xr * mij;
+        }
     }
 }
 

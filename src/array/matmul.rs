@@ -81,8 +81,16 @@ impl MatMulDims {
 
 /// `out = op(A) op(B)` (`m × n`, row-major) by faer's `matmul` on one
 /// thread. `a` and `b` are row-major as stored; a transposed operand is
-/// read through its strides, not copied. Operands shorter than `d` says
-/// leave `out` untouched (not reached: the builders check the shapes).
+/// read through its strides, not copied. Operands shorter than `d` says,
+/// or inner dimensions that differ, leave `out` untouched (not reached:
+/// the builders check the shapes).
+///
+/// Products of more than 16³ multiply-adds that faer packs (all but
+/// `matvec` shapes) allocate its packing buffer on each call: faer's
+/// `matmul` takes no workspace. So a warm
+/// [`ArrayWorkspace`](super::ArrayWorkspace) allocates on products of that
+/// size, and a failed allocation there aborts (Rust's allocator) instead of
+/// returning `Error::AllocationFailed`.
 ///
 /// Each entry is a sum of `k` products in an order of faer's choosing
 /// (blocked, several partial sums), so it may differ from the sequential
@@ -90,7 +98,10 @@ impl MatMulDims {
 /// *Accuracy and Stability of Numerical Algorithms*, 2nd ed., §3.1).
 #[cfg(feature = "gemm")]
 pub(crate) fn gemm(a: &[f64], b: &[f64], d: MatMulDims, out: &mut [f64]) {
-    let (m, k, _, n) = d.mkn();
+    let (m, k, k2, n) = d.mkn();
+    if k != k2 {
+        return;
+    }
     let (Some(a), Some(b), Some(out)) = (
         a.get(..d.a_rows * d.a_cols),
         b.get(..d.b_rows * d.b_cols),
