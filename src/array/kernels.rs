@@ -6,18 +6,9 @@
 //! for the evaluator and `Dense<f64>` alike; `Dense` on other scalars
 //! (num-dual numbers) then sums them in another order.
 
-pub(crate) use super::matmul::MatMulDims;
+pub(crate) use super::matmul::{matrix_len, MatMulDims};
 use crate::error::{Error, Result};
 use crate::real::Real;
-
-/// `rows · cols`, or an error if it overflows.
-pub(crate) fn matrix_len(rows: usize, cols: usize) -> Result<usize> {
-    rows.checked_mul(cols).ok_or(Error::IndexOutOfRange {
-        what: "matrix: rows (rows × cols overflows)",
-        index: rows,
-        len: usize::MAX / cols.max(1),
-    })
-}
 
 /// The length a vector broadcast along `axis` into `rows × cols` must
 /// have.

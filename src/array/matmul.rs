@@ -16,6 +16,15 @@ use faer::{Accum, MatMut, MatRef, Par};
 
 use crate::error::{check_len, Error, Result};
 
+/// `rows · cols`, or an error if it overflows.
+pub(crate) fn matrix_len(rows: usize, cols: usize) -> Result<usize> {
+    rows.checked_mul(cols).ok_or(Error::IndexOutOfRange {
+        what: "matrix: rows (rows × cols overflows)",
+        index: rows,
+        len: usize::MAX / cols.max(1),
+    })
+}
+
 /// The dimensions of a matrix product `op(A) op(B)`: `A` is stored
 /// `a_rows × a_cols`, `B` `b_rows × b_cols`, and `op(X) = Xᵀ` where the
 /// flag is set.
@@ -70,11 +79,7 @@ impl MatMulDims {
             k,
             k2,
         )?;
-        m.checked_mul(n).ok_or(Error::IndexOutOfRange {
-            what: "matmul: rows of the result (rows × cols overflows)",
-            index: m,
-            len: usize::MAX / n.max(1),
-        })?;
+        matrix_len(m, n)?;
         Ok((m, k, n))
     }
 }
