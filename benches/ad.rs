@@ -1174,6 +1174,16 @@ fn bench_loops(c: &mut Criterion) {
                 format!("n={n}/gradient (checkpointed, {s} snapshots)"),
                 |b| b.iter(|| gc.eval(black_box(&P0), &mut oc).unwrap()),
             );
+            // Its HVP: ∂⃗ of the checkpointed pullback is a checkpointed
+            // loop of the tangent body, the same bits as the stored one.
+            let mut hc = optic_ad::Hvp::array(fc, &P0).unwrap();
+            let mut hvc = vec![0.0; 6];
+            hc.eval(&P0, &V, &mut hvc).unwrap();
+            assert_eq!(hvc, hv_one);
+            g.bench_function(
+                format!("n={n}/hvp (one pass, checkpointed, {s} snapshots)"),
+                |b| b.iter(|| hc.eval(black_box(&P0), black_box(&V), &mut hvc).unwrap()),
+            );
         }
         // The loss written over `Real` through the scalar drivers (the
         // user code of the loops issue), which trace it on the array trace.

@@ -91,8 +91,12 @@ pub fn fold<C: Carry>(steps: usize, init: C, body: impl Fn(C) -> C) -> Result<C>
 /// `β(c, r) = (c + r)!/(c! r!)` and `r` is the least with
 /// `β(s + 1, r) ≥ N`).
 ///
-/// Only the gradient (and a first pullback in general) checkpoints; a
-/// second derivative through a checkpointed loop keeps its carries.
+/// Derivatives of a checkpointed pullback are checkpointed loops again
+/// (the HVP's ∂⃗ over ∂⃖ and ∂⃖ over ∂⃖ run the binomial schedule on
+/// the carry and its tangent, `2K` values per snapshot), so the memory of
+/// gradients, HVPs and higher derivatives through the loop is
+/// `O(snapshots × K)`; Taylor mode over a program that holds a
+/// checkpointed pullback (the jets of a gradient) keeps its carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Checkpoints {
     /// All `K × N` carries while they are at most 2²⁰ values (8 MiB);
@@ -352,6 +356,45 @@ pub fn scan<A: Array, C: Carry<Scalar = A::Scalar>>(
     init: C,
     body: impl Fn(C, A::Scalar) -> (C, A::Scalar),
 ) -> Result<(C, A)> {
+    scan_with(xs, init, Checkpoints::Auto, body)
+}
+
+/// [`scan`] with the residual of its derivatives chosen by `checkpoints`
+/// (on the array trace; elsewhere the same plain loop), as [`fold_with`].
+///
+/// # Errors
+///
+/// As [`scan`].
+///
+/// # Example
+///
+/// The moving average of [`scan`]'s example over 500 elements, its HVP
+/// with 4 snapshots and with every carry kept: the same arithmetic on the
+/// same carries, so the same bits.
+///
+/// ```
+/// use optic_ad::array::{self, Array};
+/// use optic_ad::{scan_with, Checkpoints, Real, Result};
+///
+/// fn soft_sum<A: Array>(xs: &A, c: Checkpoints) -> Result<A::Scalar> {
+///     let zero = A::Scalar::cst(0.0);
+///     let (_, ys) = scan_with(xs, [zero], c, |[c]: [A::Scalar; 1], x| {
+///         let c = c * 0.9 + x.tanh() * 0.1;
+///         ([c], c * c)
+///     })?;
+///     Ok(ys.sum())
+/// }
+/// let x: Vec<f64> = (0..500).map(|i| (i as f64 * 0.1).sin()).collect();
+/// let v: Vec<f64> = (0..500).map(|i| (i as f64 * 0.7).cos()).collect();
+/// let hv = |c| array::hvp(|x| soft_sum(x, c), &x, &v).unwrap();
+/// assert_eq!(hv(Checkpoints::All), hv(Checkpoints::Binomial(4)));
+/// ```
+pub fn scan_with<A: Array, C: Carry<Scalar = A::Scalar>>(
+    xs: &A,
+    init: C,
+    checkpoints: Checkpoints,
+    body: impl Fn(C, A::Scalar) -> (C, A::Scalar),
+) -> Result<(C, A)> {
     if C::HAS_DATA {
         // The step is run on the carry's leaves, rebuilt around `init`.
         return Err(Error::Unsupported(
@@ -374,7 +417,7 @@ pub fn scan<A: Array, C: Carry<Scalar = A::Scalar>>(
             None => v.to_vec(),
         }
     };
-    let snapshots = Checkpoints::Auto.snapshots(k, xs.len());
+    let snapshots = checkpoints.snapshots(k, xs.len());
     let (carry, ys) = xs.scan_dyn(&values, snapshots, &step)?;
     Ok((from_loop("scan: carry", &init, carry)?, ys))
 }

@@ -24,7 +24,7 @@
 
 pub use crate::typenum::{U1, U2, U3, U4};
 pub use crate::{
-    d3, derivative, fold, fold_with, gradient, hessian, hvp, jacobian, jvp, pullback, scan, taylor,
-    value_and_gradient, vjp, while_loop, Checkpoints, Derivatives, Differentiable, Error, Gradient,
-    Hvp, Pullback, Real, Result, Tracer,
+    d3, derivative, fold, fold_with, gradient, hessian, hvp, jacobian, jvp, pullback, scan,
+    scan_with, taylor, value_and_gradient, vjp, while_loop, Checkpoints, Derivatives,
+    Differentiable, Error, Gradient, Hvp, Pullback, Real, Result, Tracer,
 };

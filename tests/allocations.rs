@@ -328,7 +328,8 @@ fn scalar_drivers_with_loops_do_not_allocate() {
 }
 
 /// A loop whose gradient checkpoints (binomial, 3 snapshots for 50 steps):
-/// the schedule's bookkeeping is kept between runs too.
+/// the schedule's bookkeeping is kept between runs too, for the gradient,
+/// a pullback and the HVP (a checkpointed loop of the tangent body).
 fn checkpointed_loop_model<T: Real>(x: &[T]) -> optic_ad::Result<T> {
     let [u, v] = optic_ad::fold_with(
         50,
@@ -356,11 +357,17 @@ fn checkpointed_loops_do_not_allocate() {
     )
     .unwrap();
     assert!(back.array_program().is_some());
-    let (mut grad, mut xbar) = ([0.0; 2], [0.0; 2]);
+    // Its HVP: a checkpointed loop of the tangent body.
+    let mut h = optic_ad::Hvp::new(checkpointed_loop_model, &x).unwrap();
+    assert!(h.array_program().unwrap().to_string().contains("revolve"));
+    let (mut grad, mut xbar, mut hv) = ([0.0; 2], [0.0; 2], [0.0; 2]);
     let run = |k: usize| {
         let y = [1.0 + 0.1 * k as f64, 0.7];
         g.eval(&y, &mut grad).unwrap();
         back.apply(&[1.0, k as f64], &mut xbar).unwrap();
+        h.eval(&y, &[0.5, k as f64], &mut hv).unwrap();
+        h.linearize(&y).unwrap();
+        h.apply(&[k as f64, 0.25], &mut hv).unwrap();
     };
     assert_steady_state_allocates_nothing(run);
 }

@@ -385,7 +385,10 @@ fn checkpointed_gradients_equal_stored_ones_bit_for_bit() {
         let hv =
             |c: C| array::hvp(|p: &TArray| loss_with(&scalars(p)?, steps, c), &P0, &V).unwrap();
         let (a, b) = (hv(C::All), hv(c));
-        assert!(max_err(&a, &b) < 1e-14, "N = {steps}: {a:?} vs {b:?}");
+        assert!(
+            a.iter().zip(&b).all(|(a, b)| common::same_bits(*a, *b)),
+            "HVP, N = {steps}, {c:?}: {b:?} vs {a:?}"
+        );
     }
     // The program differs: one checkpointed instruction, no stored carries.
     let prog = |c: C| {
@@ -405,6 +408,151 @@ fn checkpointed_gradients_equal_stored_ones_bit_for_bit() {
         let b2 = |s: usize| (s as u128 + 3) * (s as u128 + 2) / 2;
         assert!(b2(s) >= n as u128 && b2(s - 1) < n as u128, "N = {n}: {s}");
     }
+}
+
+/// The largest value any instruction of an array program holds, read off
+/// its printed form (the instructions at the top level, not in bodies).
+fn largest_value(p: &array::ArrayProgram) -> usize {
+    p.to_string()
+        .lines()
+        .filter_map(|l| l.strip_prefix("  %"))
+        .filter_map(|l| {
+            let shape = l.split(": ").nth(1)?.split(' ').next()?;
+            match shape {
+                "scalar" => Some(1),
+                s => s.strip_prefix("vector[")?.strip_suffix(']')?.parse().ok(),
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// `(x, v) ↦ (H v, D³f[v, v, ·])` on a scalar-valued array program: ∂⃗ of
+/// ∂⃗ of its joint program ∂⃖, evaluated at `ȳ = 1` with the tangent `v`
+/// on `x` at both levels. The programs are returned with the results.
+fn second_and_third(
+    prog: &array::ArrayProgram,
+    x: &[f64],
+    v: &[f64],
+) -> (Vec<f64>, Vec<f64>, array::ArrayProgram) {
+    let joint = array::reverse_joint(prog).unwrap(); // (x, ȳ) ↦ (y, x̄)
+    let hvp = array::forward(&joint).unwrap(); // (x, ȳ, ẋ, ȳ̇) ↦ (y, x̄, ẏ, x̄̇)
+    let third = array::forward(&hvp).unwrap(); // and the tangents of those
+    let z = vec![0.0; x.len()];
+    let out = third
+        .eval(&[x, &[1.0], v, &[0.0], v, &[0.0], &z, &[0.0]])
+        .unwrap();
+    (out[3].clone(), out[7].clone(), third)
+}
+
+/// Checkpointing bounds the memory of every derivative through the loop,
+/// not only the gradient's: the HVP (∂⃗ over ∂⃖), the third derivative
+/// (∂⃗ over ∂⃗ over ∂⃖) and the 2-optic (∂⃖ over ∂⃖) of a checkpointed
+/// loop hold no value larger than a few carries (the stored ones hold all
+/// `K × N`), and give the stored schedule's bits (∂⃗ over ∂⃖ runs the
+/// same arithmetic) or agree with it to rounding (∂⃖ over ∂⃖, whose
+/// checkpointed form is the reverse-over-forward second-order adjoint),
+/// and with num-dual through the plain loop.
+#[test]
+fn derivatives_of_checkpointed_loops_are_checkpointed_loops() {
+    use optic_ad::Checkpoints as C;
+    let steps = 1000;
+    let prog = |c: C| {
+        array::trace(
+            |x: &[TArray]| lotka_volterra::loss_array_with(&x[0], steps, c),
+            &[&P0],
+        )
+        .unwrap()
+    };
+    let (stored, ck) = (prog(C::All), prog(C::Binomial(8)));
+    let (hv_s, d3_s, third_s) = second_and_third(&stored, &P0, &V);
+    let (hv_c, d3_c, third_c) = second_and_third(&ck, &P0, &V);
+    assert!(largest_value(&third_s) >= 2 * steps);
+    assert!(
+        largest_value(&third_c) < 64,
+        "{} values",
+        largest_value(&third_c)
+    );
+    assert!(third_c.to_string().contains("revolve (8 snapshots)"));
+    for (a, b) in [(&hv_c, &hv_s), (&d3_c, &d3_s)] {
+        assert!(
+            a.iter().zip(b).all(|(a, b)| common::same_bits(*a, *b)),
+            "{a:?} vs {b:?}"
+        );
+    }
+    let (_, _, hv_ref) = dual_reference(steps);
+    assert!(max_err(&hv_c, &hv_ref) < 1e-10, "{hv_c:?} vs {hv_ref:?}");
+    // D³f[v, v, v] against Dual3 along P0 + t V.
+    let p: Vec<Dual3_64> = (0..6)
+        .map(|i| Dual3_64::new(P0[i], V[i], 0.0, 0.0))
+        .collect();
+    let want = loss(&p, steps).unwrap().v3;
+    let got: f64 = d3_c.iter().zip(&V).map(|(a, b)| a * b).sum();
+    assert!(max_err(&[got], &[want]) < 1e-9, "{got} vs {want}");
+    // The 2-optic: its H v closure.
+    let nested = |p: &array::ArrayProgram| {
+        let p2 = array::nest(p, 2).unwrap();
+        let out = p2.eval(&[&P0, &[1.0], &V, &[0.0]]).unwrap();
+        (out[3..].concat(), p2)
+    };
+    let ((hv2_s, _), (hv2_c, p2_c)) = (nested(&stored), nested(&ck));
+    assert!(largest_value(&p2_c) < 64, "{} values", largest_value(&p2_c));
+    assert!(max_err(&hv2_c, &hv2_s) < 1e-13, "{hv2_c:?} vs {hv2_s:?}");
+    assert!(max_err(&hv2_c, &hv_ref) < 1e-10);
+}
+
+/// The same with per-step data, per-step outputs and captured constants
+/// (a checkpointed `scan`): the cotangents of the data come out of the
+/// checkpointed loops too.
+#[test]
+fn derivatives_of_checkpointed_scans_with_data() {
+    use optic_ad::array::Dense;
+    use optic_ad::Checkpoints as C;
+    let n = 300;
+    let x: Vec<f64> = (0..n)
+        .map(|i| (i as f64 * 0.3).sin())
+        .chain([1.7, 0.2, 0.4, -0.3])
+        .collect();
+    let v: Vec<f64> = (0..n + 4).map(|i| ((i as f64) * 1.1).cos()).collect();
+    let prog = |c: C| {
+        array::trace(
+            |a: &[TArray]| {
+                let xs = a[0].slice(0, n)?;
+                let p: Vec<TScalar> = (n..n + 4).map(|i| a[0].get(i)).collect::<Result<_>>()?;
+                driven_with(&xs, &p, c)
+            },
+            &[&x],
+        )
+        .unwrap()
+    };
+    let (stored, ck) = (prog(C::All), prog(C::Binomial(3)));
+    assert!(ck.to_string().contains("scan"));
+    let (hv_s, d3_s, _) = second_and_third(&stored, &x, &v);
+    let (hv_c, d3_c, third_c) = second_and_third(&ck, &x, &v);
+    assert!(third_c.to_string().contains("revolve (3 snapshots)"));
+    for (a, b) in [(&hv_c, &hv_s), (&d3_c, &d3_s)] {
+        assert!(
+            a.iter().zip(b).all(|(a, b)| common::same_bits(*a, *b)),
+            "{a:?} vs {b:?}"
+        );
+    }
+    let scalar = |x: &[optic_ad::Tracer]| driven(&Dense::new(x[..n].to_vec()), &x[n..]);
+    let hv_ref = optic_ad::hvp(scalar, &x, &v).unwrap();
+    assert!(max_err(&hv_c, &hv_ref) < 1e-12);
+    let xd: Vec<Dual3_64> = x
+        .iter()
+        .zip(&v)
+        .map(|(&a, &b)| Dual3_64::new(a, b, 0.0, 0.0))
+        .collect();
+    let want = driven(&Dense::new(xd[..n].to_vec()), &xd[n..]).unwrap().v3;
+    let got: f64 = d3_c.iter().zip(&v).map(|(a, b)| a * b).sum();
+    assert!(max_err(&[got], &[want]) < 1e-10, "{got} vs {want}");
+    let nested = |p: &array::ArrayProgram| {
+        let p2 = array::nest(p, 2).unwrap();
+        p2.eval(&[&x, &[1.0], &v, &[0.0]]).unwrap()[3..].concat()
+    };
+    let (a, b) = (nested(&ck), nested(&stored));
+    assert!(max_err(&a, &b) < 1e-13, "2-optic H v");
 }
 
 /// The 2-optic of the array program through a loop (`array::nest`, the
@@ -431,9 +579,14 @@ fn the_second_order_optic_through_a_loop() {
 /// captured. Generic over the array, so the same code runs on `Dense<f64>`,
 /// num-dual, the scalar trace (unrolled) and the array trace (one loop).
 fn driven<A: Array>(xs: &A, p: &[A::Scalar]) -> Result<A::Scalar> {
+    driven_with(xs, p, optic_ad::Checkpoints::Auto)
+}
+
+/// [`driven`] with the residual of its derivatives chosen by `ck`.
+fn driven_with<A: Array>(xs: &A, p: &[A::Scalar], ck: optic_ad::Checkpoints) -> Result<A::Scalar> {
     let (k, c) = (p[0], p[1]);
     let h = 0.05;
-    let ([u, v], e) = optic_ad::scan(xs, [p[2], p[3]], |[u, v]: [A::Scalar; 2], f| {
+    let ([u, v], e) = optic_ad::scan_with(xs, [p[2], p[3]], ck, |[u, v]: [A::Scalar; 2], f| {
         let a = f - u * k - v * c;
         let (u2, v2) = (u + v * h, v + a * h);
         ([u2, v2], (u2 * u2 * k + v2 * v2) * 0.5)

@@ -707,10 +707,18 @@ impl ArrayPrimitive for Scan {
 /// `β(c, r) = (c + r)! / (c! r!)` and `r` the least with `β(s + 1, r) ≥ N`
 /// ([`binomial_forward_steps`]).
 ///
-/// Its derivatives are those of the stored form it equals (the scan of the
-/// carries, then the reversed scan), built once: checkpointing bounds the
-/// memory of the gradient; a second derivative through it keeps the carries.
-/// A scan with [`Scan::with_snapshots`] emits it in its pullback.
+/// Its derivatives are checkpointed loops again: with `J` the Jacobian of
+/// the scan at its operands `a`, the value is `R = J^T ct`, and both its
+/// pushforward `J^T ċt + (∂ₐ(J ȧ))^T ct` and its pullback (`(∂ₐ(J r̄))^T
+/// ct` for `a`, `J r̄` for `ct`) are second-order adjoints, which one
+/// `Revolve` of the scan's pushforward scan computes (carry `(c, ċ)`, so
+/// `2 × carry` values per snapshot). Applied again, they give a `Revolve`
+/// of the pushforward of that scan, and so on: the memory of an HVP or a
+/// third derivative through the loop is bounded as the gradient's is, and
+/// the HVP runs the same arithmetic as the stored form's (the same bits).
+/// Taylor mode over it runs the stored form it equals (the scan of the
+/// carries, then the reversed scan). A scan with [`Scan::with_snapshots`]
+/// emits it in its pullback.
 ///
 /// # Example
 ///
@@ -743,15 +751,23 @@ impl ArrayPrimitive for Scan {
 pub struct Revolve {
     scan: Scan,
     snapshots: usize,
+    /// The reversed scan whose steps the schedule runs, where it is not
+    /// the scan's own pullback scan (see [`Revolve::tangent_revolve`]):
+    /// the same function, laid out as that one.
+    reverse: Option<ArrayPrim>,
     derived: Arc<RevolveDerived>,
 }
 
 #[derive(Default)]
 struct RevolveDerived {
-    /// The stored form, `(scan operands, ct) ↦ reversed scan`.
+    /// The stored form, `(scan operands, ct) ↦ reversed scan` (for Taylor
+    /// mode and unrolling).
     expansion: OnceLock<std::result::Result<ArrayProgram, Error>>,
     /// Its Taylor program, for the last degree asked.
     jets: Mutex<Option<crate::array::TaylorProgram>>,
+    /// The checkpointed pullback of the scan's pushforward scan, with the
+    /// same snapshots (see [`Revolve::second_order`]).
+    tangent: OnceLock<Option<ArrayPrim>>,
 }
 
 impl fmt::Debug for Revolve {
@@ -771,6 +787,7 @@ impl Revolve {
         Revolve {
             scan,
             snapshots,
+            reverse: None,
             derived: Arc::default(),
         }
     }
@@ -812,23 +829,153 @@ impl Revolve {
             .map_err(Clone::clone)
     }
 
-    /// Runs the stored form on the builder (for the derivative rules).
-    fn inline_expansion(
+    /// The reversed scan the schedule runs: the scan's pullback scan, or
+    /// the one given in its place.
+    fn reverse_scan(&self) -> ArrayPrim {
+        self.reverse
+            .clone()
+            .unwrap_or_else(|| self.scan.pullback_scan())
+    }
+
+    /// [`Revolve`] of the pushforward scan `∂⃗S` of this one's scan `S`
+    /// (carry `(c, ċ)`, constants `(p, ṗ)`, per-step data `(x, ẋ)`), with
+    /// the same snapshots; built once. Its reverse steps are the
+    /// pushforward of this one's reverse steps (a tangent carried beside
+    /// the cotangent), which is the pullback of `∂⃗S`'s step by the
+    /// symmetry of the second derivative, laid out as that one: so a
+    /// checkpointed HVP runs the same arithmetic as the stored one (which
+    /// is ∂⃗ of the stored scans), and gives the same bits.
+    fn tangent_revolve(&self) -> Option<ArrayPrim> {
+        self.derived
+            .tangent
+            .get_or_init(|| {
+                let s = self.scan.pushforward_scan();
+                let s = s.downcast_ref::<Scan>()?;
+                let rev = self.reverse_scan();
+                let rev = rev.downcast_ref::<Scan>()?;
+                let reverse = self.tangent_reverse(rev)?;
+                Some(ArrayPrim::new(Revolve {
+                    scan: s.clone(),
+                    snapshots: self.snapshots,
+                    reverse: Some(reverse),
+                    derived: Arc::default(),
+                }))
+            })
+            .clone()
+    }
+
+    /// The reverse steps of [`Revolve::tangent_revolve`]: the pushforward
+    /// scan of `rev` (carry `((c̄, p̄), (c̄̇, p̄̇))`, per-step data `((c, x,
+    /// ȳ), (ċ, ẋ, ȳ̇))`, constants `(p, ṗ)`, per-step outputs `(x̄, x̄̇)`),
+    /// with its inputs and outputs in the layout of the pullback scan of
+    /// `∂⃗S`, whose cotangent of `(c, ċ)` is `(c̄̇, c̄)` (and so for `p`,
+    /// `x` and `y`).
+    fn tangent_reverse(&self, rev: &Scan) -> Option<ArrayPrim> {
+        let s = &self.scan;
+        let (k, p, x, y) = (s.carry, s.consts, s.xs, s.ys());
+        let f = rev.pushforward_scan();
+        let body = f.downcast_ref::<Scan>()?.body();
+        let mut b = Builder::with_capacity(body.len());
+        let mut input = |n: usize| -> Vec<Var> { (0..n).map(|_| b.input()).collect() };
+        // The inputs of ∂⃗S's pullback body: (c̄ of (c, ċ), p̄ of (p, ṗ),
+        // (c, ċ), (x, ẋ), ȳ of (y, ẏ), (p, ṗ)).
+        let (cbar_dot, cbar, pbar_dot, pbar) = (input(k), input(k), input(p), input(p));
+        let (c, cdot, xi, xdot) = (input(k), input(k), input(x), input(x));
+        let (ybar_dot, ybar, consts, pdot) = (input(y), input(y), input(p), input(p));
+        // The inputs of the pushforward of `rev`'s body.
+        let fin: Vec<Var> = [
+            cbar, pbar, cbar_dot, pbar_dot, c, xi, ybar, cdot, xdot, ybar_dot, consts, pdot,
+        ]
+        .concat();
+        let m = body.inline_into(&mut b, &fin);
+        // Its outputs: ((c̄, p̄), (c̄̇, p̄̇), x̄, x̄̇).
+        let fo: Vec<Var> = body.outputs().iter().map(|o| m[o.index()]).collect();
+        let (kp, dot) = (k + p, 2 * (k + p));
+        let outs: Vec<Var> = [
+            &fo[kp..kp + k],
+            &fo[..k],
+            &fo[kp + k..dot],
+            &fo[k..kp],
+            &fo[dot + x..dot + 2 * x],
+            &fo[dot..dot + x],
+        ]
+        .concat();
+        Some(ArrayPrim::new(Scan {
+            body: Arc::new(Executable::new(b.finish_unchecked(&outs).dce())),
+            steps: s.steps,
+            carry: 2 * (k + p),
+            xs: 2 * (k + x + y),
+            consts: 2 * p,
+            reverse: !s.reverse,
+            snapshots: s.snapshots,
+            derived: Arc::default(),
+        }))
+    }
+
+    /// The second-order adjoint of the scan `S` with the binomial schedule:
+    /// with `J = ∂S(a)`, returns `(J^T u + (∂ₐ(J ȧ))^T v, J^T v)`, each laid
+    /// out as this instruction's value `(c̄₀, p̄, x̄s)`, from one
+    /// [`Revolve`] of `∂⃗S` at the operands `(a, ȧ)` and the cotangent
+    /// `(u, v)` of its value `(S(a), J ȧ)`.
+    ///
+    /// Both derivatives of `R(a, ct) = J^T ct` are of this form, so they
+    /// are checkpointed loops again, in `O(snapshots × 2 carry)` memory:
+    /// the pushforward in the direction `(ȧ, ċt)` is `J^T ċt + (∂ₐ(J
+    /// ȧ))^T ct` (the first part at `u = ċt`, `v = ct`; the second part is
+    /// then `R` itself), and the cotangent of `a` for a cotangent `r̄` of `R`
+    /// is `(∂ₐ(J r̄))^T ct` (the first part at `ȧ = r̄`, `u = 0`, `v = ct`),
+    /// by the symmetry of the second derivative (A. Griewank and A.
+    /// Walther, "Evaluating Derivatives", 2nd ed., ch. 5, second-order
+    /// adjoints).
+    fn second_order(
         &self,
         b: &mut ArrayBuilder,
-        f: impl FnOnce(&ArrayProgram) -> Result<ArrayProgram>,
-        inputs: &[AVar],
-    ) -> Vec<AVar> {
-        match self.expansion().and_then(f) {
-            Ok(p) => {
-                let map = p.inline_into(b, inputs);
-                p.outputs().iter().map(|o| map[o.index()]).collect()
-            }
-            Err(e) => {
-                b.poison(e);
-                Vec::new()
-            }
+        args: &[AVar],
+        dots: &[AVar],
+        u: AVar,
+        v: AVar,
+    ) -> Option<(AVar, AVar)> {
+        let prim = self.tangent_revolve()?;
+        let s = &self.scan;
+        let (k, p, x, y, n) = (s.carry, s.consts, s.xs, s.ys(), s.steps);
+        let mut rargs: Vec<AVar> = args
+            .iter()
+            .zip(dots)
+            .map(|(&a, &d)| b.concat(&[a, d]))
+            .collect();
+        // The cotangent of ∂⃗S's value (c_N, ċ_N, ys, ẏs).
+        let mut ct = vec![b.slice(u, 0, k), b.slice(v, 0, k)];
+        if y > 0 {
+            ct.push(b.slice(u, k, y * n));
+            ct.push(b.slice(v, k, y * n));
         }
+        rargs.push(b.concat(&ct));
+        let r = b.apply_prim(prim, &rargs);
+        // Its value: (c̄₀ of (c, ċ), p̄ of (p, ṗ), x̄s of (x, ẋ)).
+        let part = |b: &mut ArrayBuilder, of_dots: usize| {
+            let mut parts = vec![b.slice(r, of_dots * k, k)];
+            if p > 0 {
+                parts.push(b.slice(r, 2 * k + of_dots * p, p));
+            }
+            if x > 0 {
+                parts.push(b.slice(r, 2 * (k + p) + of_dots * x * n, x * n));
+            }
+            if parts.len() == 1 {
+                parts[0]
+            } else {
+                b.concat(&parts)
+            }
+        };
+        Some((part(b, 0), part(b, 1)))
+    }
+
+    /// The value `(c̄₀, p̄, x̄s)` split into the scan's operands' shapes.
+    fn split_operands(&self, b: &mut ArrayBuilder, r: AVar) -> Vec<AVar> {
+        self.scan
+            .operand_cotangents(b, r)
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 
@@ -996,6 +1143,9 @@ impl ArrayPrimitive for Revolve {
     fn key(&self, words: &mut Vec<u64>) {
         self.scan.key(words);
         words.push(self.snapshots as u64);
+        if let Some(r) = self.reverse.as_ref().and_then(|r| r.downcast_ref::<Scan>()) {
+            r.key(words);
+        }
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -1023,7 +1173,7 @@ impl ArrayPrimitive for Revolve {
         let consts = c.and_then(|c| args.get(c)).copied().unwrap_or(&[]);
         let data = xp.and_then(|x| args.get(x)).copied().unwrap_or(&[]);
         let ct = args.get(m).copied().unwrap_or(&[]);
-        let rev = s.pullback_scan();
+        let rev = self.reverse_scan();
         let Some(rev) = rev.downcast_ref::<Scan>() else {
             out.fill(f64::NAN);
             return;
@@ -1099,12 +1249,38 @@ impl ArrayPrimitive for Revolve {
         }
     }
 
-    fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
-        let mut inputs = args.to_vec();
-        inputs.push(ct);
-        let outs = self.inline_expansion(b, crate::array::reverse_joint, &inputs);
-        // Outputs (value, one cotangent per operand).
-        (0..args.len()).map(|j| outs.get(1 + j).copied()).collect()
+    /// The cotangents of the scan's operands `a` and of its cotangent
+    /// `ct` for a cotangent `r̄` of the value `R = J^T ct`: `(∂ₐ(J r̄))^T
+    /// ct` from a checkpointed loop (a second-order adjoint, see the
+    /// type's documentation) and `J r̄` from the pushforward scan (which
+    /// keeps nothing).
+    fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], rbar: AVar) -> Vec<Option<AVar>> {
+        let m = self.scan_args();
+        let s = &self.scan;
+        let (k, y, n) = (s.carry, s.ys(), s.steps);
+        let dots = self.split_operands(b, rbar);
+        let zero = b.zero(Shape::Vector(s.out_len()));
+        let Some((abar, _)) = self.second_order(b, &args[..m], &dots, zero, args[m]) else {
+            b.poison(Error::Unsupported("revolve: a scan without a pushforward"));
+            return vec![None; args.len()];
+        };
+        let mut cts: Vec<Option<AVar>> =
+            self.split_operands(b, abar).into_iter().map(Some).collect();
+        let fargs: Vec<AVar> = args[..m]
+            .iter()
+            .zip(&dots)
+            .map(|(&a, &d)| b.concat(&[a, d]))
+            .collect();
+        // (c_N, ċ_N, ys, ẏs) with (ċ_N, ẏs) = J r̄.
+        let f = b.apply_prim(s.pushforward_scan(), &fargs);
+        let jr = if y > 0 {
+            let (c, ys) = (b.slice(f, k, k), b.slice(f, 2 * k + y * n, y * n));
+            b.concat(&[c, ys])
+        } else {
+            b.slice(f, k, k)
+        };
+        cts.push(Some(jr));
+        cts
     }
 
     fn pushforward(
@@ -1112,17 +1288,37 @@ impl ArrayPrimitive for Revolve {
         b: &mut ArrayBuilder,
         args: &[AVar],
         tangents: &[Option<AVar>],
-        _: Shape,
+        out: Shape,
     ) -> Option<AVar> {
+        self.jvp(b, args, tangents, out).map(|(_, t)| t)
+    }
+
+    /// The value `J^T ct` and its tangent `J^T ċt + (∂ₐ(J ȧ))^T ct` from
+    /// one checkpointed loop (a second-order adjoint, see the type's
+    /// documentation).
+    fn jvp(
+        &self,
+        b: &mut ArrayBuilder,
+        args: &[AVar],
+        tangents: &[Option<AVar>],
+        _: Shape,
+    ) -> Option<(AVar, AVar)> {
         if tangents.iter().all(Option::is_none) {
             return None;
         }
-        let mut inputs = args.to_vec();
-        for (&a, t) in args.iter().zip(tangents) {
-            inputs.push(t.unwrap_or_else(|| b.zero(b.shape(a))));
+        let m = self.scan_args();
+        let dots: Vec<AVar> = args
+            .iter()
+            .zip(tangents)
+            .map(|(&a, t)| t.unwrap_or_else(|| b.zero(b.shape(a))))
+            .collect();
+        match self.second_order(b, &args[..m], &dots[..m], dots[m], args[m]) {
+            Some((tangent, value)) => Some((value, tangent)),
+            None => {
+                b.poison(Error::Unsupported("revolve: a scan without a pushforward"));
+                None
+            }
         }
-        let outs = self.inline_expansion(b, crate::array::forward, &inputs);
-        outs.get(1).copied()
     }
 
     fn taylor(&self) -> TaylorRule {
