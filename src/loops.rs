@@ -93,10 +93,11 @@ pub fn fold<C: Carry>(steps: usize, init: C, body: impl Fn(C) -> C) -> Result<C>
 ///
 /// Derivatives of a checkpointed pullback are checkpointed loops again
 /// (the HVP's ∂⃗ over ∂⃖ and ∂⃖ over ∂⃖ run the binomial schedule on
-/// the carry and its tangent, `2K` values per snapshot), so the memory of
-/// gradients, HVPs and higher derivatives through the loop is
-/// `O(snapshots × K)`; Taylor mode over a program that holds a
-/// checkpointed pullback (the jets of a gradient) keeps its carries.
+/// the carry and its tangent, `2K` values per snapshot, `2^(d−1) K` at
+/// derivative order `d`), so the memory of gradients, HVPs and higher
+/// derivatives through the loop does not grow with the number of steps;
+/// Taylor mode over a program that holds a checkpointed pullback (the
+/// jets of a gradient) keeps its carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Checkpoints {
     /// All `K × N` carries while they are at most 2²⁰ values (8 MiB);

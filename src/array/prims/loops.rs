@@ -713,12 +713,15 @@ impl ArrayPrimitive for Scan {
 /// ct` for `a`, `J r̄` for `ct`) are second-order adjoints, which one
 /// `Revolve` of the scan's pushforward scan computes (carry `(c, ċ)`, so
 /// `2 × carry` values per snapshot). Applied again, they give a `Revolve`
-/// of the pushforward of that scan, and so on: the memory of an HVP or a
-/// third derivative through the loop is bounded as the gradient's is, and
-/// the HVP runs the same arithmetic as the stored form's (the same bits).
-/// Taylor mode over it runs the stored form it equals (the scan of the
-/// carries, then the reversed scan). A scan with [`Scan::with_snapshots`]
-/// emits it in its pullback.
+/// of the pushforward of that scan, and so on: at derivative order `d`
+/// the snapshots hold `2^(d−1) × carry` values each, independent of the
+/// number of steps, as the gradient's. ∂⃗ of it (an HVP, and ∂⃗ again: a
+/// third derivative) runs the same arithmetic as ∂⃗ of the stored form
+/// and gives its bits; ∂⃖ of it agrees with the stored form's to rounding.
+/// Taylor mode over it, and unrolling, run the stored form it equals (the
+/// scan of the carries, then the reversed scan), which for a `Revolve`
+/// derived this way is the same function in other arithmetic. A scan with
+/// [`Scan::with_snapshots`] emits it in its pullback.
 ///
 /// # Example
 ///
@@ -775,6 +778,7 @@ impl fmt::Debug for Revolve {
         f.debug_struct("Revolve")
             .field("scan", &self.scan)
             .field("snapshots", &self.snapshots)
+            .field("reverse", &self.reverse.as_ref().map(|_| "given"))
             .finish()
     }
 }
