@@ -553,9 +553,16 @@ fn fuzz_drivers() {
         }
         // The recipe iterated by a `fold` whose body reads the point (the
         // scalar drivers trace it on the array trace, or unroll it).
+        // Its pullback keeps every carry, or (odd `big`) checkpoints with
+        // one to four snapshots, so that its HVPs are checkpointed loops.
         let steps = big % 30;
+        let ck = if big % 2 == 0 {
+            optic_ad::Checkpoints::Auto
+        } else {
+            optic_ad::Checkpoints::Binomial(1 + big % 4)
+        };
         let gl = |t: &[Tracer]| -> optic_ad::Result<Tracer> {
-            let [c] = optic_ad::fold(steps, [f.eval(t)], |[c]: [Tracer; 1]| {
+            let [c] = optic_ad::fold_with(steps, [f.eval(t)], ck, |[c]: [Tracer; 1]| {
                 let mut y = t.to_vec();
                 match y.first_mut() {
                     Some(y0) => *y0 = c,
@@ -950,10 +957,17 @@ fn run_array_steps<A: optic_ad::array::Array>(
             }
             ArrayStep::Fold(n, p, k) => {
                 let captured = s;
-                let [a, b] = optic_ad::fold(n % 40, [s, cur.sum()], |[a, b]: [A::Scalar; 2]| {
-                    let t = <A::Scalar as Real>::apply(*p, *k, &[a]);
-                    [t * 0.5 + b * 0.25, b * 0.9 + a * captured * 0.01]
-                })?;
+                // Checkpointed (one to three snapshots) for odd `n`.
+                let ck = if n % 2 == 0 {
+                    optic_ad::Checkpoints::All
+                } else {
+                    optic_ad::Checkpoints::Binomial(1 + n % 3)
+                };
+                let [a, b] =
+                    optic_ad::fold_with(n % 40, [s, cur.sum()], ck, |[a, b]: [A::Scalar; 2]| {
+                        let t = <A::Scalar as Real>::apply(*p, *k, &[a]);
+                        [t * 0.5 + b * 0.25, b * 0.9 + a * captured * 0.01]
+                    })?;
                 s += a * b;
                 cur
             }
