@@ -3,7 +3,8 @@
 //!
 //! A jet of degree `K` is the slice `[x₀, x₁, …, x_K]` of normalised Taylor
 //! coefficients of a curve `x(t) = Σ xₖ tᵏ`, so `xₖ = x⁽ᵏ⁾(0) / k!`. Every
-//! kernel here costs `O(K²)` and writes `y₁ … y_K`; the caller writes
+//! kernel here costs `O(K²)` (`O(K)` where an operand is linear, `x₀ + x₁
+//! t`: see `is_linear`) and writes `y₁ … y_K`; the caller writes
 //! `y₀`, the primitive's own f64 value, so a jet's constant term is the
 //! primal value bit for bit.
 //!
@@ -267,8 +268,50 @@ pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
     conv_s::<false>(a, b, k)
 }
 
+/// Whether the jet `x` is linear, `x₀ + x₁ t` (every coefficient past the
+/// first exactly zero): the input of a univariate derivative, `x + t`, is.
+/// A recurrence on a linear jet keeps one term of each sum (the others
+/// have an exact zero factor, so they are absent, as
+/// [`dot_rev_structural`] has it), which takes it from `O(K²)` to `O(K)`.
+/// The sums it skips add only zeros, so the fast paths below give the
+/// plain sums' bits (`+ 0.0` keeps their sign of zero).
+#[inline(always)]
+fn is_linear(x: &[f64]) -> bool {
+    x.get(2..).is_none_or(|t| t.iter().all(|&v| v == 0.0))
+}
+
+/// `a · b`, or 0 where a factor is an exact zero (the term is absent:
+/// `0 · ∞ = 0`, as in [`dot_rev_structural`]).
+#[inline(always)]
+fn term(a: f64, b: f64) -> f64 {
+    if a != 0.0 && b != 0.0 {
+        a * b
+    } else {
+        0.0
+    }
+}
+
+/// `y` with `y′ = g x′` for a linear `x`: `yₖ = x₁ g_{k−1} / k`.
+#[inline(always)]
+fn integrate_linear(x1: f64, g: &[f64], y: &mut [f64]) {
+    for k in 1..y.len() {
+        y[k] = (term(x1, g[k - 1]) + 0.0) * inv(k);
+    }
+}
+
 /// The product `y = a · b` (all coefficients, `y₀` included).
 pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
+    let n = y.len();
+    if n > 2 && (is_linear(&a[..n]) || is_linear(&b[..n])) {
+        // Two terms per coefficient: aₖ b₀ + a_{k−1} b₁ or a₀ bₖ + a₁ b_{k−1}
+        // (two nonzero terms sum to the same bits in either order).
+        let (l, g) = if is_linear(&a[..n]) { (a, b) } else { (b, a) };
+        y[0] = term(l[0], g[0]) + 0.0;
+        for k in 1..n {
+            y[k] = (term(l[0], g[k]) + term(l[1], g[k - 1])) + 0.0;
+        }
+        return;
+    }
     again_if_nan!(y, mul_s(a, b, y));
 }
 
@@ -299,6 +342,9 @@ fn div_s<const S: bool>(a: &[f64], b: &[f64], y: &mut [f64]) {
 /// `y` with `y′ = g x′`, `y₀` given: `yₖ = chain(x, g, k)`, `g` read to
 /// degree `K − 1`.
 pub(crate) fn integrate(x: &[f64], g: &[f64], y: &mut [f64]) {
+    if y.len() > 1 && is_linear(&x[..y.len()]) {
+        return integrate_linear(x[1], g, y);
+    }
     again_if_nan!(y, integrate_s(x, g, y));
 }
 
@@ -333,6 +379,12 @@ fn integrate_over_s<const S: bool>(x: &[f64], u: &[f64], u0: f64, y: &mut [f64])
 
 /// `eˣ` with `y₀` given: `y′ = y x′`.
 pub(crate) fn exp(x: &[f64], y: &mut [f64]) {
+    if is_linear(&x[..y.len()]) {
+        for k in 1..y.len() {
+            y[k] = (term(x[1], y[k - 1]) + 0.0) * inv(k);
+        }
+        return;
+    }
     again_if_nan!(y, exp_s(x, y));
 }
 
@@ -351,6 +403,14 @@ fn exp_s<const S: bool>(x: &[f64], y: &mut [f64]) {
 /// only, so the two sums share one pass over `j xⱼ`.
 #[inline(always)]
 fn paired(x: &[f64], s: &mut [f64], c: &mut [f64], sign: f64) {
+    if is_linear(&x[..s.len()]) {
+        for k in 1..s.len() {
+            let r = inv(k);
+            s[k] = (0.0 + term(x[1], c[k - 1])) * r;
+            c[k] = sign * (0.0 + term(x[1], s[k - 1])) * r;
+        }
+        return;
+    }
     by_width!(s.len(), |n| { paired_n(x, s, c, sign, n) });
     if may_hold_nan(s) || may_hold_nan(c) {
         paired_structural(x, s, c, sign);
@@ -494,4 +554,92 @@ pub(crate) fn from_derivatives(
         g[..=deg].copy_from_slice(&next[..=deg]);
     }
     y.copy_from_slice(&g[..len]);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A coefficient: ordinary values, signed zeros and, rarely, ±∞.
+    fn coef() -> impl Strategy<Value = f64> {
+        prop_oneof![
+            8 => -3.0f64..3.0,
+            1 => Just(0.0),
+            1 => Just(-0.0),
+            1 => Just(f64::INFINITY),
+            1 => Just(f64::NEG_INFINITY),
+        ]
+    }
+
+    /// The documented semantics: the plain sums, or the sums with
+    /// `0 · ∞ = 0` where the plain ones leave a NaN anywhere (the kernels
+    /// look only at the ends, `may_hold_nan`, so they keep a NaN that
+    /// arises inside and does not reach the last coefficient; the fast
+    /// paths do not).
+    macro_rules! reference {
+        ($y:expr, $k:ident($($a:expr),*)) => {{
+            $k::<false>($($a),*);
+            if $y.iter().any(|v: &f64| v.is_nan()) {
+                $k::<true>($($a),*);
+            }
+        }};
+    }
+
+    fn same(a: &[f64], b: &[f64]) -> bool {
+        a.iter()
+            .zip(b)
+            .all(|(x, y)| x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan()))
+    }
+
+    proptest! {
+        /// The linear fast paths give the plain recurrences' bits (the
+        /// structural ones where the plain leave a NaN) on every jet
+        /// length, for finite and infinite coefficients of the other jet.
+        #[test]
+        fn linear_jets_take_the_short_recurrences(
+            len in 2usize..24,
+            x0 in coef(),
+            x1 in coef(),
+            g in prop::collection::vec(coef(), 24),
+            y0 in coef(),
+        ) {
+            let mut x = vec![0.0; len];
+            x[0] = x0;
+            x[1] = x1;
+            let g = &g[..len];
+            // exp: y₀ given.
+            let (mut fast, mut slow) = (vec![0.0; len], vec![0.0; len]);
+            fast[0] = y0;
+            slow[0] = y0;
+            exp(&x, &mut fast);
+            reference!(slow, exp_s(&x, &mut slow));
+            prop_assert!(same(&fast, &slow), "exp {fast:?} vs {slow:?}");
+            // integrate.
+            fast[1..].fill(0.0);
+            slow[1..].fill(0.0);
+            integrate(&x, g, &mut fast);
+            reference!(slow, integrate_s(&x, g, &mut slow));
+            prop_assert!(same(&fast, &slow), "integrate {fast:?} vs {slow:?}");
+            // mul, with the linear jet on either side.
+            for (a, b) in [(&x[..], g), (g, &x[..])] {
+                mul(a, b, &mut fast);
+                reference!(slow, mul_s(a, b, &mut slow));
+                prop_assert!(same(&fast, &slow), "mul {fast:?} vs {slow:?}");
+            }
+            // sin/cos and sinh/cosh: s₀, c₀ given.
+            for sign in [-1.0, 1.0] {
+                let (mut s1, mut c1) = (vec![0.0; len], vec![0.0; len]);
+                s1[0] = y0;
+                c1[0] = g[0];
+                let (mut s2, mut c2) = (s1.clone(), c1.clone());
+                paired(&x, &mut s1, &mut c1, sign);
+                paired_n(&x, &mut s2, &mut c2, sign, len);
+                if s2.iter().chain(&c2).any(|v| v.is_nan()) {
+                    paired_structural(&x, &mut s2, &mut c2, sign);
+                }
+                prop_assert!(same(&s1, &s2) && same(&c1, &c2), "paired {sign}");
+            }
+        }
+    }
 }
