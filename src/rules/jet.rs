@@ -3,8 +3,9 @@
 //!
 //! A jet of degree `K` is the slice `[x₀, x₁, …, x_K]` of normalised Taylor
 //! coefficients of a curve `x(t) = Σ xₖ tᵏ`, so `xₖ = x⁽ᵏ⁾(0) / k!`. Every
-//! kernel here costs `O(K²)` (`O(K)` where an operand is linear, `x₀ + x₁
-//! t`: see `is_linear`) and writes `y₁ … y_K`; the caller writes
+//! kernel here costs `O(K²)` (`exp`, `sin_cos`, `sinh_cosh`, `integrate`
+//! and `mul` `O(K)` where an operand is linear, `x₀ + x₁ t`: see
+//! `is_linear`) and writes `y₁ … y_K`; the caller writes
 //! `y₀`, the primitive's own f64 value, so a jet's constant term is the
 //! primal value bit for bit.
 //!
@@ -274,7 +275,10 @@ pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
 /// have an exact zero factor, so they are absent, as
 /// [`dot_rev_structural`] has it), which takes it from `O(K²)` to `O(K)`.
 /// The sums it skips add only zeros, so the fast paths below give the
-/// plain sums' bits (`+ 0.0` keeps their sign of zero).
+/// plain sums' bits (`+ 0.0` keeps their sign of zero) wherever those
+/// hold no NaN; where an infinite coefficient makes a plain sum `0 · ∞`,
+/// they give the `0 · ∞ = 0` sums' value, in every coefficient (the
+/// general kernels rerun those only where a NaN shows at a jet's end).
 #[inline(always)]
 fn is_linear(x: &[f64]) -> bool {
     x.get(2..).is_none_or(|t| t.iter().all(|&v| v == 0.0))
@@ -302,10 +306,18 @@ fn integrate_linear(x1: f64, g: &[f64], y: &mut [f64]) {
 /// The product `y = a · b` (all coefficients, `y₀` included).
 pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
     let n = y.len();
-    if n > 2 && (is_linear(&a[..n]) || is_linear(&b[..n])) {
+    let linear = if n <= 2 {
+        None
+    } else if is_linear(&a[..n]) {
+        Some((a, b))
+    } else if is_linear(&b[..n]) {
+        Some((b, a))
+    } else {
+        None
+    };
+    if let Some((l, g)) = linear {
         // Two terms per coefficient: aₖ b₀ + a_{k−1} b₁ or a₀ bₖ + a₁ b_{k−1}
         // (two nonzero terms sum to the same bits in either order).
-        let (l, g) = if is_linear(&a[..n]) { (a, b) } else { (b, a) };
         y[0] = term(l[0], g[0]) + 0.0;
         for k in 1..n {
             y[k] = (term(l[0], g[k]) + term(l[1], g[k - 1])) + 0.0;
@@ -561,10 +573,12 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    /// A coefficient: ordinary values, signed zeros and, rarely, ±∞.
+    /// A coefficient: ordinary values, signed zeros, values whose
+    /// products underflow to a signed zero and, rarely, ±∞.
     fn coef() -> impl Strategy<Value = f64> {
         prop_oneof![
             8 => -3.0f64..3.0,
+            1 => prop_oneof![Just(1e-200), Just(-1e-200)],
             1 => Just(0.0),
             1 => Just(-0.0),
             1 => Just(f64::INFINITY),
@@ -573,10 +587,12 @@ mod tests {
     }
 
     /// The documented semantics: the plain sums, or the sums with
-    /// `0 · ∞ = 0` where the plain ones leave a NaN anywhere (the kernels
-    /// look only at the ends, `may_hold_nan`, so they keep a NaN that
-    /// arises inside and does not reach the last coefficient; the fast
-    /// paths do not).
+    /// `0 · ∞ = 0` where the plain ones leave a NaN anywhere. The general
+    /// kernels look only at a jet's ends (`may_hold_nan`), so for `mul`
+    /// they keep a NaN that arises inside and does not reach the last
+    /// coefficient (`[0, 1, 0] · [1, ∞, 2]` is `[0, NaN, ∞]` there); the
+    /// fast paths give `[0, 1, ∞]`. Everywhere else the two agree, and
+    /// the test compares with this reference.
     macro_rules! reference {
         ($y:expr, $k:ident($($a:expr),*)) => {{
             $k::<false>($($a),*);
