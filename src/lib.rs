@@ -115,7 +115,7 @@ pub use drivers::{
 };
 pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};
-pub use loops::{fold, fold_with, scan, scan_with, while_loop, Checkpoints};
+pub use loops::{fold, fold_with, scan, scan_with, while_loop, while_loop_with, Checkpoints};
 pub use program::{
     split_stages, trace, Args, Builder, Guard, Op, Program, Stage, Staged, StagedWorkspace, Tracer,
     Var, Workspace, MAX_ARITY, MAX_RULES,

@@ -286,14 +286,52 @@ pub fn while_loop<C: Carry>(
     cond: impl Fn(&C) -> bool,
     body: impl Fn(C) -> C,
 ) -> Result<C> {
+    while_loop_with(max_steps, init, Checkpoints::Auto, cond, body)
+}
+
+/// [`while_loop`] with the residual of its derivatives chosen by
+/// `checkpoints` for the trip count it takes (on the array trace;
+/// elsewhere the same plain loop), as [`fold_with`].
+///
+/// # Errors
+///
+/// As [`while_loop`].
+///
+/// # Example
+///
+/// The Newton iteration of [`while_loop`]'s example, its HVP with one
+/// snapshot and with every carry kept: the same bits.
+///
+/// ```
+/// use optic_ad::array::{self, Array};
+/// use optic_ad::{while_loop_with, Checkpoints, Real, Result};
+///
+/// fn root<T: Real>(a: T, c: Checkpoints) -> Result<T> {
+///     let [x] = while_loop_with(100, [a], c, |[x]| (*x * *x - a).abs() > 1e-12, |[x]: [T; 1]| {
+///         [(x + a / x) * 0.5]
+///     })?;
+///     Ok(x * x.sin())
+/// }
+/// let hv = |c| array::hvp(|x| root(x.get(0)?, c), &[7.0], &[1.0]).unwrap();
+/// assert_eq!(hv(Checkpoints::All), hv(Checkpoints::Binomial(1)));
+/// ```
+pub fn while_loop_with<C: Carry>(
+    max_steps: usize,
+    init: C,
+    checkpoints: Checkpoints,
+    cond: impl Fn(&C) -> bool,
+    body: impl Fn(C) -> C,
+) -> Result<C> {
     refuse_traced_data::<C>()?;
     let test = |c: &[C::Scalar]| rebuild_like(&init, c).is_some_and(|a| cond(&a));
     let step = |c: &[C::Scalar]| -> Vec<C::Scalar> {
         rebuild_like(&init, c).map_or_else(|| c.to_vec(), |a| leaves_of(&body(a)))
     };
     let values = leaves_of(&init);
+    // The snapshots for the trip count the loop takes.
+    let snapshots = |n: usize| checkpoints.snapshots(values.len(), n);
     if let Some(r) = <C::Scalar as crate::rules::private::Internal>::while_traced(
-        max_steps, &values, &test, &step,
+        max_steps, &values, &snapshots, &test, &step,
     ) {
         return from_loop("while_loop: carry", &init, r?);
     }

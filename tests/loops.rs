@@ -672,6 +672,52 @@ fn every_layout_of_a_checkpointed_scan_differentiates_as_the_stored_one() {
     }
 }
 
+/// `while_loop_with` checkpoints the loop of the trip count it takes: a
+/// clocked integration of 300 steps, its gradient and HVP with three
+/// snapshots against every carry kept, the same bits, through a
+/// checkpointed instruction.
+#[test]
+fn while_loops_checkpoint_as_folds_do() {
+    use optic_ad::Checkpoints as C;
+    fn clocked<T: Real>(p: &[T], c: C) -> Result<T> {
+        let h = 0.01;
+        let (x, y, _) = optic_ad::while_loop_with(
+            1000,
+            (p[0], p[1], T::cst(0.0)),
+            c,
+            |(_, _, t)| *t < 3.0 - h / 2.0,
+            |(x, y, t): (T, T, T)| (x + (y * p[2]).sin() * h, y - x * h, t + h),
+        )?;
+        Ok(x * y)
+    }
+    let (x, v) = ([0.4, -0.3, 1.2], [1.0, 0.5, -0.7]);
+    let f = |c: C| move |p: &TArray| clocked(&scalars(p)?, c);
+    let g = |c: C| array::gradient(f(c), &x).unwrap();
+    let hv = |c: C| array::hvp(f(c), &x, &v).unwrap();
+    let same = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(u, w)| common::same_bits(*u, *w));
+    assert!(same(&g(C::Binomial(3)), &g(C::All)));
+    assert!(same(&hv(C::Binomial(3)), &hv(C::All)));
+    let program = optic_ad::Hvp::array(f(C::Binomial(3)), &x)
+        .unwrap()
+        .array_program()
+        .unwrap()
+        .to_string();
+    assert!(
+        program.contains("revolve (3 snapshots) 300 steps"),
+        "{program}"
+    );
+    // Against num-dual through the plain loop.
+    let hd: Vec<f64> = (0..3)
+        .map(|j| {
+            let p: Vec<HyperDual64> = (0..3)
+                .map(|i| HyperDual64::new(x[i], v[i], if i == j { 1.0 } else { 0.0 }, 0.0))
+                .collect();
+            clocked(&p, C::Auto).unwrap().eps1eps2
+        })
+        .collect();
+    assert!(max_err(&hv(C::Binomial(3)), &hd) < 1e-10);
+}
+
 /// The 2-optic of the array program through a loop (`array::nest`, the
 /// nested-closure encoding): its `H v` closure against hyper-dual numbers
 /// through the plain loop.

@@ -583,10 +583,11 @@ impl private::Internal for TScalar {
     fn while_traced(
         max_steps: usize,
         init: &[Self],
+        snapshots: &dyn Fn(usize) -> Option<usize>,
         cond: &dyn Fn(&[Self]) -> bool,
         body: &dyn Fn(&[Self]) -> Vec<Self>,
     ) -> Option<Result<Vec<Self>>> {
-        Some(trace_while(max_steps, init, cond, body))
+        Some(trace_while(max_steps, init, snapshots, cond, body))
     }
     fn apply_custom(rule: &CustomRule, x: &[Self]) -> Self {
         let mut b = Builder::new();
@@ -769,6 +770,7 @@ fn record_scan(
 fn trace_while(
     max_steps: usize,
     init: &[TScalar],
+    snapshots: &dyn Fn(usize) -> Option<usize>,
     cond: &dyn Fn(&[TScalar]) -> bool,
     body: &dyn Fn(&[TScalar]) -> Vec<TScalar>,
 ) -> Result<Vec<TScalar>> {
@@ -846,7 +848,7 @@ fn trace_while(
         input[..k].copy_from_slice(&output[..k]);
         n += 1;
     }
-    let snapshots = crate::loops::Checkpoints::Auto.snapshots(k, n);
+    let snapshots = snapshots(n);
     let scan =
         super::prims::Scan::new(program, n, k, 0, captures.len(), false)?.with_snapshots(snapshots);
     let check = super::prims::Mismatches::new(orderings);
@@ -1149,6 +1151,7 @@ impl crate::program::trace::Host for ArrayHost {
         &self,
         max_steps: usize,
         init: &[Tracer],
+        snapshots: &dyn Fn(usize) -> Option<usize>,
         cond: &dyn Fn(&[Tracer]) -> bool,
         body: &dyn Fn(&[Tracer]) -> Vec<Tracer>,
     ) -> Result<Vec<Tracer>> {
@@ -1157,6 +1160,7 @@ impl crate::program::trace::Host for ArrayHost {
         Ok(to_tracers(&trace_while(
             max_steps,
             &to_scalars(init),
+            snapshots,
             &cond,
             &body,
         )?))

@@ -219,6 +219,7 @@ pub(crate) trait Host: Sync {
         &self,
         max_steps: usize,
         init: &[Tracer],
+        snapshots: &dyn Fn(usize) -> Option<usize>,
         cond: &dyn Fn(&[Tracer]) -> bool,
         body: &dyn Fn(&[Tracer]) -> Vec<Tracer>,
     ) -> Result<Vec<Tracer>>;
@@ -682,10 +683,11 @@ impl private::Internal for Tracer {
     fn while_traced(
         max_steps: usize,
         init: &[Self],
+        snapshots: &dyn Fn(usize) -> Option<usize>,
         cond: &dyn Fn(&[Self]) -> bool,
         body: &dyn Fn(&[Self]) -> Vec<Self>,
     ) -> Option<Result<Vec<Self>>> {
-        hosted_loop(|host| host.while_loop(max_steps, init, cond, body))
+        hosted_loop(|host| host.while_loop(max_steps, init, snapshots, cond, body))
     }
 }
 

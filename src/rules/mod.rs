@@ -94,10 +94,11 @@ pub(crate) mod private {
         fn while_traced(
             max_steps: usize,
             init: &[Self],
+            snapshots: &dyn Fn(usize) -> Option<usize>,
             cond: &dyn Fn(&[Self]) -> bool,
             body: &dyn Fn(&[Self]) -> Vec<Self>,
         ) -> Option<crate::error::Result<Vec<Self>>> {
-            let _ = (max_steps, init, cond, body);
+            let _ = (max_steps, init, snapshots, cond, body);
             None
         }
     }
