@@ -942,11 +942,7 @@ impl Revolve {
         let prim = self.tangent_revolve()?;
         let s = &self.scan;
         let (k, p, x, y, n) = (s.carry, s.consts, s.xs, s.ys(), s.steps);
-        let mut rargs: Vec<AVar> = args
-            .iter()
-            .zip(dots)
-            .map(|(&a, &d)| b.concat(&[a, d]))
-            .collect();
+        let mut rargs = Self::tangent_operands(b, args, dots);
         // The cotangent of ∂⃗S's value (c_N, ċ_N, ys, ẏs).
         let mut ct = vec![b.slice(u, 0, k), b.slice(v, 0, k)];
         if y > 0 {
@@ -971,6 +967,15 @@ impl Revolve {
             }
         };
         Some((part(b, 0), part(b, 1)))
+    }
+
+    /// The operands of the pushforward scan `∂⃗S`: each of `S`'s operands
+    /// followed by its tangent.
+    fn tangent_operands(b: &mut ArrayBuilder, args: &[AVar], dots: &[AVar]) -> Vec<AVar> {
+        args.iter()
+            .zip(dots)
+            .map(|(&a, &d)| b.concat(&[a, d]))
+            .collect()
     }
 
     /// The value `(c̄₀, p̄, x̄s)` split into the scan's operands' shapes.
@@ -1270,12 +1275,9 @@ impl ArrayPrimitive for Revolve {
         };
         let mut cts: Vec<Option<AVar>> =
             self.split_operands(b, abar).into_iter().map(Some).collect();
-        let fargs: Vec<AVar> = args[..m]
-            .iter()
-            .zip(&dots)
-            .map(|(&a, &d)| b.concat(&[a, d]))
-            .collect();
-        // (c_N, ċ_N, ys, ẏs) with (ċ_N, ẏs) = J r̄.
+        // The same operands as the checkpointed loop's (the builder shares
+        // the concatenations): (c_N, ċ_N, ys, ẏs) with (ċ_N, ẏs) = J r̄.
+        let fargs = Self::tangent_operands(b, &args[..m], &dots);
         let f = b.apply_prim(s.pushforward_scan(), &fargs);
         let jr = if y > 0 {
             let (c, ys) = (b.slice(f, k, k), b.slice(f, 2 * k + y * n, y * n));
