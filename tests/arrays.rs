@@ -978,6 +978,120 @@ proptest! {
     }
 }
 
+fn map_count(p: &ArrayProgram) -> usize {
+    p.ops()
+        .iter()
+        .filter(|o| matches!(o, array::ArrayOp::Map { .. }))
+        .count()
+}
+
+/// Output `k` of `p` and `q` on `inputs`, bit for bit (NaN as NaN).
+fn same_bits(p: &ArrayProgram, q: &ArrayProgram, inputs: &[&[f64]]) -> Result<(), String> {
+    let (x, y) = (
+        p.eval(inputs).map_err(|e| e.to_string())?,
+        q.eval(inputs).map_err(|e| e.to_string())?,
+    );
+    if x.len() != y.len() {
+        return Err(format!("{} vs {} outputs", x.len(), y.len()));
+    }
+    for (k, (a, b)) in x.iter().zip(&y).enumerate() {
+        let same = a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|(u, w)| u.to_bits() == w.to_bits() || (u.is_nan() && w.is_nan()));
+        if !same {
+            return Err(format!("output {k}: {a:?} vs {b:?}"));
+        }
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// Vertical fusion (a map reading an earlier map's outputs runs in
+    /// its loop) gives the bits of the unfused program on random programs
+    /// and their derivatives up to order 3, also when maps may fuse only
+    /// within random stages; it never adds a map.
+    #[test]
+    fn fused_chains_keep_the_bits(
+        (rf, _rg, ins) in two_recipes_and_inputs(),
+        seed in any::<u64>(),
+    ) {
+        let mut p = program_of(&rf);
+        for order in 0..4 {
+            if order > 0 {
+                p = reverse_joint(&forward(&p).unwrap()).unwrap();
+            }
+            let inputs: Vec<Vec<f64>> = p
+                .input_shapes()
+                .iter()
+                .enumerate()
+                .map(|(i, s)| (0..s.len()).map(|j| ins[i % ins.len()][j % ins[0].len()]).collect())
+                .collect();
+            let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+            let q = p.fuse_chains().unwrap();
+            prop_assert!(map_count(&q) <= map_count(&p));
+            if let Err(e) = same_bits(&p, &q, &refs) {
+                return Err(TestCaseError::fail(format!("order {order}: {e}\n{p}\n{q}")));
+            }
+            // Random stages: a map fuses only with maps of its own label.
+            let stage: Vec<u32> = (0..p.len() as u64)
+                .map(|i| ((seed >> (i % 61)) & 1) as u32)
+                .collect();
+            let s = p.fuse_chains_in_stages(&stage).unwrap();
+            prop_assert!(map_count(&q) <= map_count(&s) && map_count(&s) <= map_count(&p));
+            if let Err(e) = same_bits(&p, &s, &refs) {
+                return Err(TestCaseError::fail(format!("order {order}, stages: {e}\n{p}\n{s}")));
+            }
+        }
+    }
+}
+
+/// A chain of two maps and a sum: the gradient is one map (the sum in its
+/// loop); the HVP's two stages are one map each, the direction's map
+/// reading the point's outputs, never recomputing them.
+#[test]
+fn drivers_fuse_map_chains_within_each_stage() {
+    fn f<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+        let y = x.map(|t| t.sin() * t);
+        Ok(y.map(|u| u.exp() + u * u).sum())
+    }
+    let x = [0.3, -0.7, 1.1, 0.05];
+    let v = [1.0, -0.5, 0.25, 2.0];
+    let g = optic_ad::Gradient::array(f, &x).unwrap();
+    assert_eq!(map_count(g.array_program().unwrap()), 1);
+    let mut h = optic_ad::Hvp::array(f, &x).unwrap();
+    let p = h.array_program().unwrap().clone();
+    assert_eq!(map_count(&p), 2);
+    // The map that reads the direction (input 1) reads no input 0 value
+    // except through the first map's outputs, and the first map does not
+    // read the direction.
+    let maps: Vec<&array::ArrayOp> = p
+        .ops()
+        .iter()
+        .filter(|o| matches!(o, array::ArrayOp::Map { .. }))
+        .collect();
+    let reads_input = |op: &array::ArrayOp, k: u32| match op {
+        array::ArrayOp::Map { args, .. } => args
+            .iter()
+            .any(|a| matches!(p.ops()[a.index()], array::ArrayOp::Input(j) if j == k)),
+        _ => false,
+    };
+    assert!(!reads_input(maps[0], 1) && reads_input(maps[1], 1));
+    // Against num-dual: f(x + t v) along v, second derivative.
+    h.linearize(&x).unwrap();
+    let mut hv = [0.0; 4];
+    h.apply(&v, &mut hv).unwrap();
+    let vhv: f64 = hv.iter().zip(&v).map(|(a, b)| a * b).sum();
+    let line = |t: HyperDual64| {
+        let xs: Vec<HyperDual64> = x.iter().zip(&v).map(|(&xi, &vi)| t * vi + xi).collect();
+        f(&Dense(xs)).unwrap()
+    };
+    let d = line(HyperDual64::new(0.0, 1.0, 1.0, 0.0));
+    assert!((vhv - d.eps1eps2).abs() <= 1e-12 * d.eps1eps2.abs().max(1.0));
+}
+
 /// Values where the sign of zero matters: a sum of two cotangents that
 /// maps add in place must give the bits of `a + b`.
 fn signed_values(n: usize) -> impl Strategy<Value = Vec<f64>> {

@@ -2,6 +2,7 @@
 //! directional derivative of `f : ℝⁿ → ℝ` written against [`Array`].
 
 use super::exec::ArrayWorkspace;
+use super::fuse::fuse_chains;
 use std::sync::Arc;
 
 use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram};
@@ -72,7 +73,7 @@ impl GradientCore {
     /// The gradient of the traced `p` (one vector input of `n` entries,
     /// one scalar output).
     pub(crate) fn new(p: &ArrayProgram, n: usize) -> Result<Self> {
-        let program = gradient_program(p)?;
+        let program = fuse_chains(&gradient_program(p)?, None)?;
         let ws = ArrayWorkspace::new(&program);
         Ok(GradientCore { program, ws, n })
     }
@@ -113,7 +114,10 @@ pub(crate) struct TwoStage {
 }
 
 impl TwoStage {
-    fn new(program: ArrayProgram) -> TwoStage {
+    fn new(program: ArrayProgram) -> Result<TwoStage> {
+        // Maps fuse within a stage, never across.
+        let stage: Vec<u32> = tangent_mask(&program).into_iter().map(u32::from).collect();
+        let program = fuse_chains(&program, Some(&stage))?;
         let late = tangent_mask(&program);
         // Values of the first stage that the second reads, and the outputs
         // and the guards' operands, keep their buffers.
@@ -136,12 +140,12 @@ impl TwoStage {
         }
         let ws = ArrayWorkspace::with_persist(&program, persist);
         let early = late.iter().map(|t| !t).collect();
-        TwoStage {
+        Ok(TwoStage {
             program,
             ws,
             late,
             early,
-        }
+        })
     }
 
     /// The first stage at `x`; `d` only fills the input slot (of its
@@ -193,7 +197,7 @@ impl HvpCore {
         let program = forward_with(&gradient, false)?.specialize(&[None, None], &[0, 1, 3])?;
         let program = hoist_residuals(&program)?;
         Ok(HvpCore {
-            stages: TwoStage::new(program),
+            stages: TwoStage::new(program)?,
             one_pass: None,
             gradient,
             n,
@@ -235,6 +239,7 @@ impl HvpCore {
             None => {
                 // forward(g) with only H ẋ kept: [x, ẋ] ↦ H ẋ.
                 let p = forward(&self.gradient)?.specialize(&[None, None], &[3])?;
+                let p = fuse_chains(&p, None)?;
                 let ws = ArrayWorkspace::new(&p);
                 self.one_pass.insert((p, ws))
             }
@@ -290,7 +295,7 @@ impl PullbackCore {
             [s] => s.len(),
             _ => return Err(Error::Unsupported("a pullback of several output arrays")),
         };
-        let mut stages = TwoStage::new(reverse_joint(p)?);
+        let mut stages = TwoStage::new(reverse_joint(p)?)?;
         stages.run_early(x, &vec![0.0; m])?;
         Ok(PullbackCore {
             stages,

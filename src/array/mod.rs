@@ -62,6 +62,7 @@
 mod api;
 mod drivers;
 mod exec;
+mod fuse;
 mod ir;
 mod kernels;
 mod map;

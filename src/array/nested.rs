@@ -5,6 +5,7 @@
 use std::ops::Range;
 
 use super::exec::ArrayWorkspace;
+use super::fuse::fuse_chains;
 use super::ir::{ArrayOp, ArrayProgram};
 use super::transform::permute_blocks;
 use crate::error::Result;
@@ -152,7 +153,6 @@ impl ProgramKind for ArrayProgram {
         let in_blocks = ranges(a, b);
         let out_blocks = ranges(b, a);
         // The stage of each instruction: its latest input block.
-        let n = program.ops.len();
         let mut block_of_input = vec![0usize; program.input_shapes.len()];
         for (blk, r) in in_blocks.iter().enumerate() {
             for i in r.clone() {
@@ -161,18 +161,14 @@ impl ProgramKind for ArrayProgram {
                 }
             }
         }
-        let mut level = vec![0usize; n];
-        for i in 0..n {
-            level[i] = match &program.ops[i] {
-                ArrayOp::Input(j) => block_of_input[*j as usize],
-                ArrayOp::MapOut(j) => level[i - *j as usize],
-                op => {
-                    let mut l = 0;
-                    op.for_each_operand(|o| l = l.max(level[o.index()]));
-                    l
-                }
-            };
-        }
+        // Maps fuse within a stage, never across.
+        let stage: Vec<u32> = levels(&program, &block_of_input)
+            .into_iter()
+            .map(|l| u32::try_from(l).unwrap_or(u32::MAX))
+            .collect();
+        let program = fuse_chains(&program, Some(&stage))?;
+        let n = program.ops.len();
+        let level = levels(&program, &block_of_input);
         // Kept in buffers of their own: outputs, guard operands, values a
         // later stage reads, and maps that read an earlier stage (so that
         // a sum that maps of two stages add into is not reused between
@@ -258,4 +254,23 @@ impl<N> crate::functor::Nested<N, ArrayProgram> {
     pub fn program(&self) -> &ArrayProgram {
         &self.planned().program
     }
+}
+
+/// The stage of each instruction of `program`: the latest input block it
+/// depends on (`block_of_input[k]`: the block of input `k`).
+fn levels(program: &ArrayProgram, block_of_input: &[usize]) -> Vec<usize> {
+    let n = program.ops.len();
+    let mut level = vec![0usize; n];
+    for i in 0..n {
+        level[i] = match &program.ops[i] {
+            ArrayOp::Input(j) => block_of_input[*j as usize],
+            ArrayOp::MapOut(j) => level[i - *j as usize],
+            op => {
+                let mut l = 0;
+                op.for_each_operand(|o| l = l.max(level[o.index()]));
+                l
+            }
+        };
+    }
+    level
 }
