@@ -1092,6 +1092,56 @@ fn drivers_fuse_map_chains_within_each_stage() {
     assert!((vhv - d.eps1eps2).abs() <= 1e-12 * d.eps1eps2.abs().max(1.0));
 }
 
+/// A value a map computes twice (a body returning it twice, or two maps
+/// over the same arguments that the builder merges) is one output, stored
+/// once.
+#[test]
+fn equal_map_outputs_are_stored_once() {
+    let mut sb = optic_ad::Builder::new();
+    let (x0, x1) = (sb.input(), sb.input());
+    let s = sb.sin(x0);
+    let y = sb.mul(s, x1);
+    let z = sb.add(x0, x1);
+    let body = Arc::new(sb.finish(&[y, z, y]).unwrap());
+    let mut b = array::ArrayBuilder::new();
+    let (a, c) = (
+        b.input(array::Shape::Vector(3)),
+        b.input(array::Shape::Vector(3)),
+    );
+    let outs = b.map(body, &[a, c]);
+    assert_eq!(outs[0], outs[2]);
+    assert_ne!(outs[0], outs[1]);
+    // A second map over the same arguments computing sin(x0)·x1 again:
+    // merged into the first, its output is the first's.
+    let mut sb = optic_ad::Builder::new();
+    let (u0, u1) = (sb.input(), sb.input());
+    let s = sb.sin(u0);
+    let y = sb.mul(s, u1);
+    let again = b.map(Arc::new(sb.finish(&[y]).unwrap()), &[a, c])[0];
+    let mut sb = optic_ad::Builder::new();
+    let (u0, u1) = (sb.input(), sb.input());
+    let d = sb.sub(u0, u1);
+    let q = b.map(Arc::new(sb.finish(&[d]).unwrap()), &[outs[1], again])[0];
+    let p = b.finish(&[outs[0], q, again]).unwrap();
+    assert_eq!(map_count(&p), 2, "{p}");
+    let map_outputs = p
+        .ops()
+        .iter()
+        .filter(|o| matches!(o, array::ArrayOp::MapOut(_)))
+        .count();
+    // The merged map's outputs are sin(x0)·x1 and x0 + x1, once each; the
+    // subtraction is a map of its own.
+    assert_eq!(map_outputs, 1, "{p}");
+    let (u, w) = ([0.5, -1.0, 2.0], [1.5, 0.25, -3.0]);
+    let out = p.eval(&[&u, &w]).unwrap();
+    for i in 0..3 {
+        let y = u[i].sin() * w[i];
+        assert_eq!(out[0][i], y);
+        assert_eq!(out[1][i], (u[i] + w[i]) - y);
+        assert_eq!(out[2][i], y);
+    }
+}
+
 /// Values where the sign of zero matters: a sum of two cotangents that
 /// maps add in place must give the bits of `a + b`.
 fn signed_values(n: usize) -> impl Strategy<Value = Vec<f64>> {

@@ -1251,9 +1251,15 @@ impl ArrayProgram {
                         };
                         let m = body.inline_into(&mut sb, &ins);
                         for (k, o) in body.outputs().iter().enumerate() {
-                            map[j + k] = AVar(base + outs.len() as u32);
+                            // An output equal to an earlier one (the
+                            // bodies computed the same value) is that one.
+                            let y = m[o.index()];
+                            let at = outs.iter().position(|&x| x == y).unwrap_or_else(|| {
+                                outs.push(y);
+                                outs.len() - 1
+                            });
+                            map[j + k] = AVar(base + at as u32);
                             skip[j + k] = true;
-                            outs.push(m[o.index()]);
                         }
                     }
                     let body = Arc::new(sb.finish_unchecked(&outs).dce());

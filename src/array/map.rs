@@ -124,6 +124,17 @@ impl ArrayBuilder {
                 _ => real.push(k),
             }
         }
+        // An output equal to an earlier one is computed and stored once.
+        let mut same_as: Vec<(usize, usize)> = Vec::new();
+        let mut kept: Vec<usize> = Vec::with_capacity(real.len());
+        for &k in &real {
+            let o = body.outputs();
+            match kept.iter().find(|&&j| o[j] == o[k]) {
+                Some(&j) => same_as.push((k, j)),
+                None => kept.push(k),
+            }
+        }
+        let real = kept;
         if real.is_empty() {
             return result;
         }
@@ -151,6 +162,9 @@ impl ArrayBuilder {
             } else {
                 self.broadcast(v, shape)
             };
+        }
+        for (k, j) in same_as {
+            result[k] = result[j];
         }
         result
     }
