@@ -13,6 +13,9 @@ use optic_ad::functor::forward;
 use optic_ad::{nest, trace, Error, Executable, Hvp, Op, Program, Real, Registers, Tracer};
 use proptest::prelude::*;
 
+/// The elements of one block of an array map.
+const B: usize = Executable::BLOCK;
+
 fn same_all(a: &[f64], b: &[f64]) -> bool {
     a.len() == b.len() && a.iter().zip(b).all(|(x, y)| same_bits(*x, *y))
 }
@@ -147,7 +150,7 @@ fn native_block_kernels_agree_bit_for_bit() {
     let with_calls = std::cell::Cell::new(0u32);
     let strategy = prop_oneof![common::any_program(), arithmetic_program()].prop_flat_map(|p| {
         let n = p.n;
-        (Just(p), prop::collection::vec(point(n), 32))
+        (Just(p), prop::collection::vec(point(n), B))
     });
     check(
         "block kernel vs register code",
@@ -176,13 +179,13 @@ fn native_block_kernels_agree_bit_for_bit() {
             // Non-finite inputs in two lanes.
             lanes[5][0] = f64::NAN;
             lanes[9][0] = f64::INFINITY;
-            let inputs: Vec<[f64; 32]> = (0..p.n_inputs())
+            let inputs: Vec<[f64; B]> = (0..p.n_inputs())
                 .map(|k| std::array::from_fn(|l| lanes[l][k]))
                 .collect();
-            let mut native = vec![[0.0; 32]; p.n_outputs()];
-            let mut reference = vec![[0.0; 32]; p.n_outputs()];
-            let a = p.eval_f64_block32(true, &inputs, &mut native);
-            let b = p.eval_f64_block32(false, &inputs, &mut reference);
+            let mut native = vec![[0.0; B]; p.n_outputs()];
+            let mut reference = vec![[0.0; B]; p.n_outputs()];
+            let a = p.eval_f64_one_block(true, &inputs, &mut native);
+            let b = p.eval_f64_one_block(false, &inputs, &mut reference);
             match (a, b) {
                 (Some(Ok(())), Some(Ok(()))) => {
                     for (k, (n, r)) in native.iter().zip(&reference).enumerate() {
@@ -228,16 +231,16 @@ fn kernel_guards_fail_in_any_lane() {
         )
         .unwrap(),
     );
-    let mut inputs = vec![[2.0; 32], [1.0; 32]];
-    let mut y = vec![[0.0; 32]];
+    let mut inputs = vec![[2.0; B], [1.0; B]];
+    let mut y = vec![[0.0; B]];
     assert!(matches!(
-        p.eval_f64_block32(true, &inputs, &mut y),
+        p.eval_f64_one_block(true, &inputs, &mut y),
         Some(Ok(()))
     ));
     assert!(y[0].iter().all(|&v| v == 13.0));
     inputs[0][17] = 0.5;
-    let native = p.eval_f64_block32(true, &inputs, &mut y).unwrap();
-    let reference = p.eval_f64_block32(false, &inputs, &mut y).unwrap();
+    let native = p.eval_f64_one_block(true, &inputs, &mut y).unwrap();
+    let reference = p.eval_f64_one_block(false, &inputs, &mut y).unwrap();
     assert!(
         matches!(native, Err(Error::GuardFailed { index: 0, .. })),
         "{native:?}"

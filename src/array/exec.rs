@@ -6,11 +6,7 @@ use super::prims::Sum;
 use crate::error::{Error, Result};
 use std::sync::Arc;
 
-use crate::backend::{Executable, Registers};
-
-/// Elements per block of a map: each body instruction runs once over a
-/// block, as a loop over `BLOCK` lanes that the compiler vectorises.
-pub(crate) const BLOCK: usize = 32;
+use crate::backend::{Executable, Registers, BLOCK};
 
 /// How a map reads a vector argument without a copy: element `i` is
 /// `root[i + shift]` for `lo <= i < hi`, and zero elsewhere (a slice, a
@@ -382,7 +378,7 @@ impl Plan {
 pub struct ArrayWorkspace {
     plan: Plan,
     bufs: Vec<Vec<f64>>,
-    regs: Vec<[f64; BLOCK]>,
+    regs: RegisterBlocks,
     outs: Vec<[f64; BLOCK]>,
     /// The memory of the native kernels (feature `jit`).
     #[cfg(feature = "jit")]
@@ -402,6 +398,64 @@ pub struct ArrayWorkspace {
     /// Each map's body with its compiled forms (`None` for other
     /// instructions): the backend's state lives here, not in the IR.
     bodies: Vec<Option<Arc<Executable>>>,
+}
+
+/// Lanes per run of a map body's register code: its registers (one row
+/// of this many lanes per value) stay in the first-level cache, where rows
+/// of a 128-element block would not.
+const REG_LANES: usize = 32;
+const _: () = assert!(BLOCK % REG_LANES == 0);
+
+/// What a map body's register code works in, reused from block to block:
+/// a block of each input, and rows of [`REG_LANES`] lanes.
+#[derive(Clone, Debug, Default)]
+struct RegisterBlocks {
+    regs: Vec<[f64; REG_LANES]>,
+    #[cfg(feature = "jit")]
+    ins: Vec<[f64; BLOCK]>,
+    #[cfg(feature = "jit")]
+    outs: Vec<[f64; REG_LANES]>,
+}
+
+impl RegisterBlocks {
+    /// The body's register code over the first `cnt` lanes of a block (in
+    /// runs of [`REG_LANES`]), input `k` given by `input(k)`, output `k`
+    /// written to `outs[k]` (lanes past the last run are left as they
+    /// were).
+    fn run(
+        &mut self,
+        body: &Executable,
+        input: impl Fn(u32) -> [f64; BLOCK],
+        outs: &mut [[f64; BLOCK]],
+        cnt: usize,
+    ) -> Result<()> {
+        #[cfg(not(feature = "jit"))]
+        {
+            // One run: a block is REG_LANES long.
+            let _ = cnt;
+            body.eval_f64_block(&mut self.regs, input, outs)
+        }
+        #[cfg(feature = "jit")]
+        {
+            self.ins.clear();
+            self.ins.extend((0..body.n_inputs() as u32).map(&input));
+            self.outs.resize(outs.len(), [0.0; REG_LANES]);
+            let ins = &self.ins;
+            for at in (0..cnt).step_by(REG_LANES) {
+                let lanes = |k: u32| -> [f64; REG_LANES] {
+                    match ins.get(k as usize) {
+                        Some(row) => std::array::from_fn(|l| row[at + l]),
+                        None => [f64::NAN; REG_LANES],
+                    }
+                };
+                body.eval_f64_block(&mut self.regs, lanes, &mut self.outs)?;
+                for (o, r) in outs.iter_mut().zip(&self.outs) {
+                    o[at..at + REG_LANES].copy_from_slice(r);
+                }
+            }
+            Ok(())
+        }
+    }
 }
 
 /// What the native map kernels (feature `jit`) work in, reused from block
@@ -463,7 +517,7 @@ impl ArrayWorkspace {
         ArrayWorkspace {
             plan,
             bufs,
-            regs: Vec::new(),
+            regs: RegisterBlocks::default(),
             outs: Vec::new(),
             #[cfg(feature = "jit")]
             kernel: KernelMemory::default(),
@@ -913,16 +967,14 @@ impl ArrayWorkspace {
                 .and_then(|ran| match ran {
                     true => Ok(cnt == BLOCK),
                     // Not reached: the kernel was compiled for this body.
-                    false => body
-                        .eval_f64_block(&mut regs, input, &mut outs[first..])
+                    false => regs
+                        .run(body, input, &mut outs[first..], cnt)
                         .map(|()| false),
                 }),
-                None => body
-                    .eval_f64_block(&mut regs, input, &mut outs)
-                    .map(|()| false),
+                None => regs.run(body, input, &mut outs, cnt).map(|()| false),
             };
             #[cfg(not(feature = "jit"))]
-            let step = body.eval_f64_block(&mut regs, input, &mut outs);
+            let step = regs.run(body, input, &mut outs, cnt);
             #[cfg(feature = "jit")]
             let placed = match step {
                 Ok(placed) => placed,

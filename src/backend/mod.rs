@@ -66,8 +66,21 @@ use std::sync::OnceLock;
 use crate::error::Result;
 use crate::program::eval::check_guard_operands;
 use crate::program::ir::Program;
+/// Elements per block of an array map: one call of a native block kernel
+/// computes a block (feature `jit`), and the register code runs each body
+/// instruction once over a block, as a loop over its lanes that the
+/// compiler vectorises. With `jit`, 128 (1 KiB per value) amortises the
+/// per-block work of the array executor (gathering a view's edges, adding
+/// outputs into sums) four times better than 32: Rosenbrock's gradient at
+/// n = 10⁵ took 0.70× its time, the minimal surface's 0.91×
+/// (`benches/RESULTS.md`, twelfth session); the register code then runs a
+/// block in four runs of 32 lanes. Without `jit`, 32: rows of 128 lanes
+/// made the register code slower (the minimal surface's gradient 1.4×).
 #[cfg(feature = "jit")]
-use native::BLOCK;
+pub(crate) const BLOCK: usize = 128;
+/// Elements per block of an array map (see the `jit` build's).
+#[cfg(not(feature = "jit"))]
+pub(crate) const BLOCK: usize = 32;
 use vm::{run_all, Lane};
 
 /// Whether this build has the native backend (feature `jit`): the one
@@ -141,6 +154,10 @@ impl From<Program> for Executable {
 }
 
 impl Executable {
+    /// Test hook: the elements of one block of an array map.
+    #[doc(hidden)]
+    pub const BLOCK: usize = BLOCK;
+
     /// The program, with no compiled form yet.
     pub fn new(program: Program) -> Self {
         Executable {
@@ -371,15 +388,15 @@ impl Executable {
     }
 
     /// Test hook: the program run as a map body over one block of
-    /// [`native::BLOCK`](super::native) = 32 elements, by the native kernel
+    /// `BLOCK` elements (128 with `jit`), by the native kernel
     /// (`native`, feature `jit`) or by the register code. Guards are
     /// checked in every lane. `None` where the kernel is not compiled.
     #[doc(hidden)]
-    pub fn eval_f64_block32(
+    pub fn eval_f64_one_block(
         &self,
         native: bool,
-        inputs: &[[f64; 32]],
-        outputs: &mut [[f64; 32]],
+        inputs: &[[f64; BLOCK]],
+        outputs: &mut [[f64; BLOCK]],
     ) -> Option<Result<()>> {
         if let Err(e) = self.check_run(inputs.len(), Some(outputs.len())) {
             return Some(Err(e));

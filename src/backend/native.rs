@@ -75,8 +75,7 @@ const SMALL_PROGRAM: usize = CHUNK;
 /// program.
 pub(crate) const CHUNK: usize = 1024;
 
-/// The elements one call of a block kernel computes.
-pub(crate) const BLOCK: usize = 32;
+pub(crate) use super::BLOCK;
 
 /// The most register instructions a map body may have to be compiled as
 /// a block kernel (a longer body keeps the register code).
@@ -517,7 +516,7 @@ fn flags() -> MemFlagsData {
 }
 
 /// Memory flags of two-lane accesses: they cannot trap, but are not
-/// claimed aligned, because a block of `[f64; 32]` is only 8-byte aligned
+/// claimed aligned, because a block of `[f64; BLOCK]` is only 8-byte aligned
 /// (an access claimed aligned may become an SSE instruction that faults
 /// on a 16-byte boundary it does not have).
 fn vector_flags() -> MemFlagsData {
