@@ -1092,6 +1092,91 @@ fn drivers_fuse_map_chains_within_each_stage() {
     assert!((vhv - d.eps1eps2).abs() <= 1e-12 * d.eps1eps2.abs().max(1.0));
 }
 
+/// Fusion copies bodies, never simplifies across them: `(u − w)·c` where
+/// `u` and `w` are the same `exp x` computed by two maps stays `∞ − ∞ =
+/// NaN` (and `+0`) where simplifying would give `−0`; also when the fused
+/// map is then merged with another over the same arguments.
+#[test]
+fn fusion_does_not_simplify_across_bodies() {
+    let body = |f: &dyn Fn(&mut optic_ad::Builder, &[optic_ad::Var]) -> optic_ad::Var, n: usize| {
+        let mut sb = optic_ad::Builder::new();
+        let xs: Vec<optic_ad::Var> = (0..n).map(|_| sb.input()).collect();
+        let y = f(&mut sb, &xs);
+        Arc::new(sb.finish(&[y]).unwrap())
+    };
+    let mut b = array::ArrayBuilder::new();
+    let (x, y) = (
+        b.input(array::Shape::Vector(3)),
+        b.input(array::Shape::Vector(3)),
+    );
+    let a1 = b.map(body(&|sb, v| sb.exp(v[0]), 1), &[x])[0];
+    let a2 = b.map(body(&|sb, v| sb.exp(v[0]), 1), &[x])[0];
+    let diff = |sb: &mut optic_ad::Builder, v: &[optic_ad::Var]| {
+        let d = sb.sub(v[0], v[1]);
+        sb.mul(d, v[2])
+    };
+    let m = b.map(body(&diff, 3), &[a1, a2, y])[0];
+    let mm = b.map(body(&|sb, v| sb.mul(v[0], v[1]), 2), &[x, y])[0];
+    let p = b.finish(&[m, mm]).unwrap();
+    let q = p.fuse_chains().unwrap();
+    assert!(map_count(&q) < map_count(&p), "{q}");
+    for xv in [[0.3, 0.7, 1000.0], [0.3, 0.7, 1.1]] {
+        let w = [2.0, -1.0, 0.5];
+        if let Err(e) = same_bits(&p, &q, &[&xv, &w]) {
+            panic!("{e}\n{p}\n{q}");
+        }
+        let out = q.eval(&[&xv, &w]).unwrap();
+        assert_eq!(out[0][0].to_bits(), 0.0f64.to_bits());
+        if xv[2] > 700.0 {
+            assert!(out[0][2].is_nan());
+        }
+    }
+}
+
+/// A map whose body holds a user rule (which has no native kernel) is not
+/// fused with a map without one, so the latter keeps its kernel.
+#[test]
+fn bodies_with_user_rules_are_not_fused() {
+    struct Twice;
+    impl optic_ad::ScalarRule for Twice {
+        fn name(&self) -> &str {
+            "twice"
+        }
+        fn value(&self, x: f64) -> f64 {
+            2.0 * x
+        }
+        fn pullback(
+            &self,
+            b: &mut optic_ad::Builder,
+            _: optic_ad::Var,
+            _: optic_ad::Var,
+            ct: optic_ad::Var,
+        ) -> optic_ad::Var {
+            b.add(ct, ct)
+        }
+    }
+    let rule = optic_ad::CustomRule::new(Twice);
+    let mut sb = optic_ad::Builder::new();
+    let u = sb.input();
+    let s = sb.sin(u);
+    let plain = Arc::new(sb.finish(&[s]).unwrap());
+    let mut sb = optic_ad::Builder::new();
+    let u = sb.input();
+    let t = sb.custom(&rule, &[u]);
+    let ruled = Arc::new(sb.finish(&[t]).unwrap());
+    let mut b = array::ArrayBuilder::new();
+    let x = b.input(array::Shape::Vector(4));
+    let a = b.map(plain.clone(), &[x])[0];
+    let c = b.map(ruled, &[a])[0];
+    let d = b.map(plain, &[c])[0];
+    let p = b.finish(&[d]).unwrap();
+    let q = p.fuse_chains().unwrap();
+    assert_eq!(map_count(&q), 3, "{q}");
+    let xv = [0.1, -2.0, 3.0, 0.5];
+    same_bits(&p, &q, &[&xv]).unwrap();
+    assert_eq!(q.eval(&[&xv]).unwrap()[0][1], (2.0 * (-2.0f64).sin()).sin());
+}
+
 /// A value a map computes twice (a body returning it twice, or two maps
 /// over the same arguments that the builder merges) is one output, stored
 /// once.

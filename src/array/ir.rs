@@ -1249,7 +1249,10 @@ impl ArrayProgram {
                         let ArrayOp::Map { body, .. } = &self.ops[j] else {
                             continue;
                         };
-                        let m = body.inline_into(&mut sb, &ins);
+                        // Copied, not simplified again: the inputs are
+                        // fresh, and simplifying across the bodies (x − x
+                        // → −0 between two of them) could change the bits.
+                        let m = body.copy_into(&mut sb, &ins);
                         for (k, o) in body.outputs().iter().enumerate() {
                             // An output equal to an earlier one (the
                             // bodies computed the same value) is that one.

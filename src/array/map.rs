@@ -96,7 +96,13 @@ impl ArrayBuilder {
                     Plan::Arg(j) => ins[j],
                 })
                 .collect();
-            let m = body.inline_into(&mut sb, &inputs);
+            // Constants fold into the body; without them the body is
+            // copied, not simplified again (which could change its bits).
+            let m = if plans.iter().any(|p| matches!(p, Plan::Const(_))) {
+                body.inline_into(&mut sb, &inputs)
+            } else {
+                body.copy_into(&mut sb, &inputs)
+            };
             let outs: Vec<Var> = body.outputs().iter().map(|o| m[o.index()]).collect();
             Arc::new(sb.finish_unchecked(&outs).dce())
         } else {
