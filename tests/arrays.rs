@@ -530,6 +530,20 @@ fn eval_flat(p: &ArrayProgram, inputs: &[Vec<f64>]) -> Vec<f64> {
     p.eval(&ins).unwrap().concat()
 }
 
+/// Inputs of `p`'s shapes, input `i` element `j` from
+/// `ins[i mod ·][j mod ·]`.
+fn inputs_for(p: &ArrayProgram, ins: &[Vec<f64>]) -> Vec<Vec<f64>> {
+    p.input_shapes()
+        .iter()
+        .enumerate()
+        .map(|(i, s)| {
+            (0..s.len())
+                .map(|j| ins[i % ins.len()][j % ins[0].len()])
+                .collect()
+        })
+        .collect()
+}
+
 fn two_recipes_and_inputs() -> impl Strategy<Value = (Recipe, Recipe, Vec<Vec<f64>>)> {
     (2..6usize).prop_flat_map(|n| {
         let r =
@@ -956,12 +970,7 @@ proptest! {
         let mut p = program_of(&rf);
         for _ in 0..3 {
             p = reverse_joint(&forward(&p).unwrap()).unwrap();
-            let inputs: Vec<Vec<f64>> = p
-                .input_shapes()
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (0..s.len()).map(|j| ins[i % ins.len()][j % ins[0].len()]).collect())
-                .collect();
+            let inputs = inputs_for(&p, &ins);
             let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
             let mut a = array::ArrayWorkspace::new(&p);
             let mut b = array::ArrayWorkspace::unfused(&p);
@@ -1023,12 +1032,7 @@ proptest! {
             if order > 0 {
                 p = reverse_joint(&forward(&p).unwrap()).unwrap();
             }
-            let inputs: Vec<Vec<f64>> = p
-                .input_shapes()
-                .iter()
-                .enumerate()
-                .map(|(i, s)| (0..s.len()).map(|j| ins[i % ins.len()][j % ins[0].len()]).collect())
-                .collect();
+            let inputs = inputs_for(&p, &ins);
             let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
             let q = p.fuse_chains().unwrap();
             prop_assert!(map_count(&q) <= map_count(&p));
