@@ -1,11 +1,11 @@
 //! Vertical fusion of maps: a map that reads the outputs of an earlier map
 //! of its shape runs inside that map's loop, so the values passed between
 //! them are never stored (the map–map rule of Futhark's fusion: T.
-//! Henriksen, "Design and Implementation of the Futhark Programming
-//! Language", PhD thesis, University of Copenhagen, 2017, ch. 6). Maps
-//! over the same arguments are merged when a program is built
-//! ([`ArrayProgram`]'s horizontal fusion); slices and pads read by maps,
-//! and map outputs read by a sum, are fused by the executor's plan.
+//! Henriksen and C. E. Oancea, "A T2 graph-reduction approach to
+//! fusion", FHPC 2013). Maps over the same arguments are merged when a
+//! program is built ([`ArrayProgram`]'s horizontal fusion); slices and
+//! pads read by maps, and map outputs read by a sum, are fused by the
+//! executor's plan.
 //!
 //! Each element of the fused map runs the instructions it ran before, in
 //! the same order of dependence, so the fused program computes the same
