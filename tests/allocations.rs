@@ -386,3 +386,44 @@ fn assert_steady_state_allocates_nothing(mut run: impl FnMut(usize)) {
     });
     assert_eq!(info.count_total, 0);
 }
+
+/// Maps long enough to run on several threads:
+/// the gradient and the HVP, called inside a pool of two threads, allocate
+/// nothing after their first run. (Called from outside the pool, rayon's
+/// queue allocates a block every 63 hand-offs; `ArrayWorkspace::run`
+/// documents it.)
+#[test]
+fn threaded_array_drivers_do_not_allocate_inside_a_pool() {
+    use optic_ad::array::Array;
+    fn f<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+        let n = x.len();
+        let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
+        Ok(a.map2(&b, |a, b| {
+            let t = b - a * a;
+            t * t * 100.0 + (-a + 1.0) * (-a + 1.0)
+        })?
+        .sum())
+    }
+    let n = 2 * optic_ad::array::ArrayWorkspace::PARALLEL_MIN + 5;
+    let x: Vec<f64> = (0..n)
+        .map(|i| 0.5 + 0.4 * (i as f64 * 0.37).sin())
+        .collect();
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(2)
+        .build()
+        .unwrap();
+    pool.install(|| {
+        let mut g = optic_ad::Gradient::array(f, &x).unwrap();
+        let mut h = optic_ad::Hvp::array(f, &x).unwrap();
+        let (mut grad, mut hv) = (vec![0.0; n], vec![0.0; n]);
+        g.eval(&x, &mut grad).unwrap();
+        h.eval(&x, &x, &mut hv).unwrap();
+        let info = measure(|| {
+            for _ in 0..100 {
+                g.eval(&x, &mut grad).unwrap();
+                h.eval(&x, &x, &mut hv).unwrap();
+            }
+        });
+        assert_eq!(info.count_total, 0);
+    });
+}

@@ -2,6 +2,7 @@
 //! buffers, map bodies run block-wise.
 
 use super::ir::{AVar, ArrayOp, ArrayPrim, ArrayProgram, Shape, MAX_ARRAY_ARITY};
+use super::kernels::SEGMENT;
 use super::prims::Sum;
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -378,16 +379,17 @@ impl Plan {
 pub struct ArrayWorkspace {
     plan: Plan,
     bufs: Vec<Vec<f64>>,
-    regs: RegisterBlocks,
-    outs: Vec<[f64; BLOCK]>,
-    /// The memory of the native kernels (feature `jit`).
-    #[cfg(feature = "jit")]
-    kernel: KernelMemory,
+    /// What each thread works in while it runs a map (one per thread of
+    /// the largest run so far).
+    lanes: Vec<Lanes>,
     scalar_regs: Registers,
     scalar_ins: Vec<f64>,
     scalar_outs: Vec<f64>,
     srcs: Vec<Src>,
     targets: Vec<Vec<f64>>,
+    /// Partial sums of a map's outputs that only a sum reads: four
+    /// accumulators and the last `len mod 4` elements, per segment and
+    /// output.
     accs: Vec<([f64; 4], [f64; 3])>,
     /// Buffers of the sums of two that the running map adds into.
     acc_bufs: Vec<(usize, Vec<f64>)>,
@@ -517,10 +519,7 @@ impl ArrayWorkspace {
         ArrayWorkspace {
             plan,
             bufs,
-            regs: RegisterBlocks::default(),
-            outs: Vec::new(),
-            #[cfg(feature = "jit")]
-            kernel: KernelMemory::default(),
+            lanes: vec![Lanes::default()],
             scalar_regs: Registers::new(),
             scalar_ins: Vec::new(),
             scalar_outs: Vec::new(),
@@ -552,6 +551,18 @@ impl ArrayWorkspace {
         })
     }
 
+    /// Test hook: the most threads a map of this workspace has run on so
+    /// far.
+    #[doc(hidden)]
+    pub fn threads_used(&self) -> usize {
+        self.lanes.len()
+    }
+
+    /// Test hook: the elements from which a map runs on several threads
+    /// (2¹⁶, or 2¹⁸ with the feature `jit`).
+    #[doc(hidden)]
+    pub const PARALLEL_MIN: usize = PARALLEL_MIN;
+
     /// The value of `v` after a run (empty for a value that was not kept).
     pub fn value(&self, v: AVar) -> &[f64] {
         self.plan
@@ -567,6 +578,16 @@ impl ArrayWorkspace {
     }
 
     /// Runs `p` on `inputs` (one slice per input, of its shape's length).
+    ///
+    /// Maps of at least 2¹⁶ elements (2¹⁸ with the feature `jit`, whose
+    /// kernels do less work per element) run on all threads of rayon's current
+    /// pool (the global pool outside `ThreadPool::install`; set
+    /// `RAYON_NUM_THREADS=1` or install a pool of one thread to keep them on
+    /// the calling thread). The results have the same bits on any number of
+    /// threads. Called from outside the pool, each such map hands its work
+    /// to the pool through rayon's queue, which allocates a block every 63
+    /// hand-offs; called inside `install`, a run allocates nothing after the
+    /// first.
     ///
     /// # Errors
     ///
@@ -907,40 +928,308 @@ impl ArrayWorkspace {
         ext: &mut Ext<'_>,
     ) -> Result<()> {
         let n_out = targets.len();
-        let mut regs = std::mem::take(&mut self.regs);
-        let mut outs = std::mem::take(&mut self.outs);
-        outs.resize(n_out, [0.0; BLOCK]);
-        // Partial sums of the outputs that only a sum reads, in the order
-        // of `sum` (four accumulators, then the last n mod 4 elements).
-        let mut accs = std::mem::take(&mut self.accs);
-        accs.clear();
-        accs.resize(n_out, ([0.0; 4], [0.0; 3]));
-        let head = n - n % 4;
         // The body's native kernel (feature `jit`): its outputs follow its
-        // guard operands in `outs`.
+        // guard operands in a lane's rows.
         #[cfg(feature = "jit")]
         let native = body.native_block_when_hot(n);
         #[cfg(feature = "jit")]
         let first = native.map_or(0, |nc| nc.out_base);
         #[cfg(not(feature = "jit"))]
         let first = 0;
-        #[cfg(feature = "jit")]
-        let mut kernel = std::mem::take(&mut self.kernel);
+        let segments = n.div_ceil(SEGMENT).max(1);
+        // Partial sums of the outputs that only a sum reads, per segment.
+        let mut partial = std::mem::take(&mut self.accs);
+        partial.clear();
+        partial.resize(segments * n_out, ([0.0; 4], [0.0; 3]));
+        let threads = self.threads_for(i, n, n_out, acc_bufs.len());
+        if self.lanes.len() < threads {
+            self.lanes.resize_with(threads, Lanes::default);
+        }
+        let mut lanes = std::mem::take(&mut self.lanes);
+        let run = MapRun {
+            i,
+            body,
+            n,
+            n_out,
+            first,
+            #[cfg(feature = "jit")]
+            native,
+            plan: &self.plan,
+            bufs: &self.bufs,
+            inputs,
+            srcs: &self.srcs,
+        };
+        let result = if threads > 1 {
+            // Each output's buffer, and each sum of two's, from element 0.
+            let mut stores: [&mut [f64]; MAX_SPLIT] = Default::default();
+            for (s, t) in stores.iter_mut().zip(targets.iter_mut()) {
+                *s = t.as_mut_slice();
+            }
+            let mut adds = SplitAdds::default();
+            let mut ext_out = ext.as_mut().map(|(v, out)| (*v, &mut **out));
+            for (t, b) in acc_bufs.iter_mut() {
+                let buf: &mut [f64] = match ext_out.take_if(|(v, _)| *v == *t) {
+                    Some((_, out)) => out,
+                    None => b,
+                };
+                adds.dests[adds.len] = (*t, 0, buf);
+                adds.len += 1;
+            }
+            run.split(
+                &mut lanes[..threads],
+                (0, segments),
+                stores,
+                adds,
+                &mut partial,
+            )
+        } else {
+            let mut adds = OneThreadAdds { acc_bufs, ext };
+            run.range(&mut lanes[0], (0, n), targets, &mut adds, &mut partial)
+        };
+        for k in 0..n_out {
+            if let Some(c) = self.plan.sum_into[i + k] {
+                let mut s = 0.0;
+                for seg in 0..segments {
+                    let (acc, tail) = partial[seg * n_out + k];
+                    let len = SEGMENT.min(n - seg * SEGMENT);
+                    let mut t = (acc[0] + acc[1]) + (acc[2] + acc[3]);
+                    // The last len mod 4 elements, one at a time, as `sum`
+                    // adds them.
+                    for &x in &tail[..len % 4] {
+                        t += x;
+                    }
+                    s = if seg == 0 { t } else { s + t };
+                }
+                self.bufs[self.plan.slot[c]][0] = s;
+            }
+        }
+        self.lanes = lanes;
+        self.accs = partial;
+        result
+    }
+
+    /// How many threads run map `i` over `n` elements: one below
+    /// [`PARALLEL_MIN`] elements, for a map with more than [`MAX_SPLIT`]
+    /// outputs or sums of two to add into, or one that adds into a sum of
+    /// two through a view shifted by more than [`MAX_SEAM`] elements;
+    /// otherwise rayon's (the current pool's) thread count, at most one per
+    /// segment.
+    fn threads_for(&self, i: usize, n: usize, n_out: usize, n_adds: usize) -> usize {
+        if n < PARALLEL_MIN || n_out > MAX_SPLIT || n_adds > MAX_SPLIT {
+            return 1;
+        }
+        let accs = &self.plan.acc_into[i..i + n_out];
+        if accs
+            .iter()
+            .flatten()
+            .any(|a| a.shift.unsigned_abs() > MAX_SEAM)
+        {
+            return 1;
+        }
+        rayon::current_num_threads().clamp(1, n.div_ceil(SEGMENT))
+    }
+}
+
+/// Elements from which a map runs on all of rayon's threads. Measured on
+/// 2 cores (array Rosenbrock's gradient and HVP): handing half of a map of
+/// 10⁵ elements to a second thread made it 0.84–0.95× as long on the
+/// register code but 1.1–1.4× as long with the native kernels (three times
+/// less work per element); at 10⁶ both gained.
+#[cfg(not(feature = "jit"))]
+const PARALLEL_MIN: usize = 1 << 16;
+#[cfg(feature = "jit")]
+const PARALLEL_MIN: usize = 1 << 18;
+
+/// The most outputs, and sums of two to add into, of a map split across
+/// threads (maps with more run on one).
+const MAX_SPLIT: usize = 16;
+
+/// The largest shift of a view through which a map split across threads
+/// adds into a sum of two. Each thread owns the elements of the sums of two
+/// at the indices of its own elements, and computes the blocks beside its
+/// range that add into them (at most this many elements, rounded up to
+/// whole blocks, so that every block is the one a single thread computes).
+const MAX_SEAM: usize = 4 * BLOCK;
+
+/// What one thread works in while it runs blocks of a map, reused from
+/// run to run.
+#[derive(Clone, Debug, Default)]
+struct Lanes {
+    regs: RegisterBlocks,
+    /// A block of each guard operand and output.
+    outs: Vec<[f64; BLOCK]>,
+    /// The memory of the native kernels (feature `jit`).
+    #[cfg(feature = "jit")]
+    kernel: KernelMemory,
+}
+
+/// What every thread of one map run reads.
+struct MapRun<'a> {
+    /// The map's instruction.
+    i: usize,
+    body: &'a Executable,
+    /// Its length.
+    n: usize,
+    n_out: usize,
+    /// The row of its first output among a lane's rows.
+    first: usize,
+    #[cfg(feature = "jit")]
+    native: Option<&'a crate::backend::native::NativeCode>,
+    plan: &'a Plan,
+    bufs: &'a [Vec<f64>],
+    inputs: &'a [&'a [f64]],
+    srcs: &'a [Src],
+}
+
+/// The sums of two a part of a map adds into: element `j` of output `k`
+/// goes to element `j − shift` of its target (see [`Acc`]).
+trait AddInto {
+    /// Target `t`'s elements held here (those this thread owns), and the
+    /// index of the first.
+    fn dest(&mut self, t: usize) -> Option<(usize, &mut [f64])>;
+}
+
+/// On one thread: the whole buffers, or the caller's slice for the output
+/// written there.
+struct OneThreadAdds<'a, 'b> {
+    acc_bufs: &'a mut [(usize, Vec<f64>)],
+    ext: &'a mut Ext<'b>,
+}
+
+impl AddInto for OneThreadAdds<'_, '_> {
+    fn dest(&mut self, t: usize) -> Option<(usize, &mut [f64])> {
+        match self.ext {
+            Some((v, out)) if *v == t => Some((0, out)),
+            _ => self
+                .acc_bufs
+                .iter_mut()
+                .find(|(u, _)| *u == t)
+                .map(|(_, b)| (0, b.as_mut_slice())),
+        }
+    }
+}
+
+/// Split across threads: (target, index of the first element held, the
+/// elements) for each sum of two; a thread holds the elements at the
+/// indices of its own range of the map's elements (the last thread to the
+/// target's end).
+#[derive(Default)]
+struct SplitAdds<'s> {
+    dests: [(usize, usize, &'s mut [f64]); MAX_SPLIT],
+    len: usize,
+}
+
+impl AddInto for SplitAdds<'_> {
+    fn dest(&mut self, t: usize) -> Option<(usize, &mut [f64])> {
+        self.dests[..self.len]
+            .iter_mut()
+            .find(|(u, _, _)| *u == t)
+            .map(|(_, base, b)| (*base, &mut **b))
+    }
+}
+
+impl MapRun<'_> {
+    /// Runs segments `s0 .. s1` on `lanes.len()` threads: the segments
+    /// are halved (in proportion to the threads) and the halves joined,
+    /// each with its part of every buffer.
+    fn split(
+        &self,
+        lanes: &mut [Lanes],
+        (s0, s1): (usize, usize),
+        mut stores: [&mut [f64]; MAX_SPLIT],
+        mut adds: SplitAdds<'_>,
+        partial: &mut [([f64; 4], [f64; 3])],
+    ) -> Result<()> {
+        let (a, b) = (s0 * SEGMENT, (s1 * SEGMENT).min(self.n));
+        if lanes.len() == 1 || s1 - s0 == 1 {
+            return self.range(
+                &mut lanes[0],
+                (a, b),
+                &mut stores[..self.n_out],
+                &mut adds,
+                partial,
+            );
+        }
+        let left_threads = lanes.len() / 2;
+        let sm = s0 + ((s1 - s0) * left_threads / lanes.len()).max(1);
+        let e = sm * SEGMENT;
+        let mut right_stores: [&mut [f64]; MAX_SPLIT] = Default::default();
+        for (s, r) in stores.iter_mut().zip(right_stores.iter_mut()) {
+            if !s.is_empty() {
+                let (x, y) = std::mem::take(s).split_at_mut(e - a);
+                (*s, *r) = (x, y);
+            }
+        }
+        let mut right_adds = SplitAdds {
+            len: adds.len,
+            ..SplitAdds::default()
+        };
+        for (d, r) in adds.dests[..adds.len]
+            .iter_mut()
+            .zip(right_adds.dests.iter_mut())
+        {
+            let at = e.clamp(d.1, d.1 + d.2.len());
+            let (x, y) = std::mem::take(&mut d.2).split_at_mut(at - d.1);
+            d.2 = x;
+            *r = (d.0, at, y);
+        }
+        let (pl, pr) = partial.split_at_mut((sm - s0) * self.n_out);
+        let (ll, lr) = lanes.split_at_mut(left_threads);
+        let (x, y) = rayon::join(
+            || self.split(ll, (s0, sm), stores, adds, pl),
+            || self.split(lr, (sm, s1), right_stores, right_adds, pr),
+        );
+        x.and(y)
+    }
+
+    /// Runs elements `a .. b` (`a` the start of a segment) block by block
+    /// on one thread: `stores[k]` holds output `k`'s buffer from element
+    /// `a` (empty for an output without one), `adds` the sums of two, and
+    /// `partial` the partial sums of the segments from `a`'s. Blocks
+    /// beside the range whose elements add into the sums of two held here
+    /// run too, adding only there.
+    fn range<S: AsMut<[f64]>>(
+        &self,
+        lanes: &mut Lanes,
+        (a, b): (usize, usize),
+        stores: &mut [S],
+        adds: &mut impl AddInto,
+        partial: &mut [([f64; 4], [f64; 3])],
+    ) -> Result<()> {
+        let Lanes {
+            regs,
+            outs,
+            #[cfg(feature = "jit")]
+            kernel,
+        } = lanes;
+        let (i, n, first) = (self.i, self.n, self.first);
+        let (plan, bufs, inputs, srcs) = (self.plan, self.bufs, self.inputs, self.srcs);
+        outs.resize(self.n_out + first, [0.0; BLOCK]);
         // Outputs a native kernel writes straight into their buffers, in
         // whole blocks: those that neither a sum nor a sum of two takes
         // (and that have a buffer).
         #[cfg(feature = "jit")]
-        let plan_ref = &self.plan;
-        #[cfg(feature = "jit")]
-        let plain =
-            |k: usize| plan_ref.acc_into[i + k].is_none() && plan_ref.sum_into[i + k].is_none();
-        let bufs = &self.bufs;
-        let plan = &self.plan;
-        let srcs = &self.srcs;
-        let mut result = Ok(());
-        let mut i0 = 0;
-        while i0 < n {
+        let plain = |k: usize| plan.acc_into[i + k].is_none() && plan.sum_into[i + k].is_none();
+        // The blocks to run: the range, widened by the views' shifts (the
+        // elements that add into the sums of two held here), on the grid of
+        // blocks from element 0.
+        let (mut s_lo, mut s_hi) = (0isize, 0isize);
+        for acc in plan.acc_into[i..i + self.n_out].iter().flatten() {
+            (s_lo, s_hi) = (s_lo.min(acc.shift), s_hi.max(acc.shift));
+        }
+        let start = (a as isize + s_lo).max(0) as usize / BLOCK * BLOCK;
+        let end = ((b as isize + s_hi).max(0) as usize)
+            .next_multiple_of(BLOCK)
+            .min(n);
+        let mut i0 = start;
+        while i0 < end {
             let cnt = BLOCK.min(n - i0);
+            // Blocks of the range store their outputs and add into sums;
+            // the others only add into the sums of two held here.
+            let own = i0 >= a && i0 < b;
+            let local = i0.wrapping_sub(a);
+            #[cfg(feature = "jit")]
+            let held = own.then_some(local);
             let input = |k: u32| -> [f64; BLOCK] {
                 match srcs.get(k as usize) {
                     Some(Src::Scalar(c)) => [*c; BLOCK],
@@ -952,71 +1241,61 @@ impl ArrayWorkspace {
             };
             // Whether the outputs marked `in_place` were written in place.
             #[cfg(feature = "jit")]
-            let step = match native {
+            let placed = match self.native {
                 Some(nc) => native_block(
-                    body,
+                    self.body,
                     nc,
                     srcs,
                     |w| root_of(bufs, plan, inputs, w.root),
-                    (i0, cnt),
-                    &mut kernel,
-                    &mut outs,
-                    &mut *targets,
+                    (i0, cnt, held),
+                    kernel,
+                    outs,
+                    &mut *stores,
                     plain,
                 )
                 .and_then(|ran| match ran {
                     true => Ok(cnt == BLOCK),
                     // Not reached: the kernel was compiled for this body.
                     false => regs
-                        .run(body, input, &mut outs[first..], cnt)
+                        .run(self.body, input, &mut outs[first..], cnt)
                         .map(|()| false),
                 }),
-                None => regs.run(body, input, &mut outs, cnt).map(|()| false),
-            };
+                None => regs.run(self.body, input, outs, cnt).map(|()| false),
+            }?;
             #[cfg(not(feature = "jit"))]
-            let step = regs.run(body, input, &mut outs, cnt);
-            #[cfg(feature = "jit")]
-            let placed = match step {
-                Ok(placed) => placed,
-                Err(e) => {
-                    result = Err(e);
-                    break;
-                }
-            };
-            #[cfg(not(feature = "jit"))]
-            if let Err(e) = step {
-                result = Err(e);
-                break;
-            }
-            for (k, t) in targets.iter_mut().enumerate() {
+            regs.run(self.body, input, outs, cnt)?;
+            for (k, t) in stores.iter_mut().enumerate() {
+                let t = t.as_mut();
                 #[cfg(feature = "jit")]
-                if placed && plain(k) && t.len() >= i0 + BLOCK {
+                if placed && own && plain(k) && t.len() >= local + BLOCK {
                     continue;
                 }
-                if let Some(acc) = self.plan.acc_into[i + k] {
-                    let buf: &mut [f64] = match ext {
-                        Some((v, out)) if *v == acc.target => out,
-                        _ => match acc_bufs.iter_mut().find(|(u, _)| *u == acc.target) {
-                            Some((_, b)) => b,
-                            None => continue,
-                        },
+                if let Some(acc) = plan.acc_into[i + k] {
+                    let Some((base, buf)) = adds.dest(acc.target) else {
+                        continue;
                     };
                     // Element j of this output goes to j − shift, inside
-                    // the view's range.
-                    let from = (acc.lo as isize + acc.shift).max(i0 as isize) as usize;
-                    let to = ((acc.hi as isize + acc.shift).max(0) as usize).min(i0 + cnt);
+                    // the view's range and the elements held here.
+                    let (lo, hi) = (acc.lo.max(base), acc.hi.min(base + buf.len()));
+                    let from = (lo as isize + acc.shift).max(i0 as isize) as usize;
+                    let to = ((hi as isize + acc.shift).max(0) as usize).min(i0 + cnt);
                     if from < to {
-                        let at = (from as isize - acc.shift) as usize;
+                        let at = (from as isize - acc.shift) as usize - base;
                         let dst = &mut buf[at..at + (to - from)];
                         let src = &outs[first + k][from - i0..to - i0];
                         for (d, &y) in dst.iter_mut().zip(src) {
                             *d += y;
                         }
                     }
-                } else if self.plan.sum_into[i + k].is_some() {
-                    // Element g goes to partial sum g mod 4 (i0 is a
-                    // multiple of 4), and the last n mod 4 to the tail.
-                    let (acc, tail) = &mut accs[k];
+                } else if !own {
+                } else if plan.sum_into[i + k].is_some() {
+                    // Element g of its segment goes to partial sum g mod 4
+                    // (i0 is a multiple of 4), and the segment's last
+                    // len mod 4 elements to its tail.
+                    let seg = i0 / SEGMENT;
+                    let (s_lo, s_hi) = (seg * SEGMENT, ((seg + 1) * SEGMENT).min(n));
+                    let head = s_hi - (s_hi - s_lo) % 4;
+                    let (acc, tail) = &mut partial[(seg - a / SEGMENT) * self.n_out + k];
                     let y = &outs[first + k][..cnt];
                     let full = head.saturating_sub(i0).min(cnt);
                     for c in y[..full].chunks_exact(4) {
@@ -1028,35 +1307,19 @@ impl ArrayWorkspace {
                         tail[i0 + full + l - head] = v;
                     }
                 } else {
-                    t[i0..i0 + cnt].copy_from_slice(&outs[first + k][..cnt]);
+                    t[local..local + cnt].copy_from_slice(&outs[first + k][..cnt]);
                 }
             }
             i0 += BLOCK;
         }
-        for (k, &(acc, tail)) in accs.iter().enumerate() {
-            if let Some(c) = self.plan.sum_into[i + k] {
-                let mut s = (acc[0] + acc[1]) + (acc[2] + acc[3]);
-                // The last n mod 4 elements, one at a time, as `sum` adds them.
-                for &t in &tail[..n % 4] {
-                    s += t;
-                }
-                self.bufs[self.plan.slot[c]][0] = s;
-            }
-        }
-        self.regs = regs;
-        self.outs = outs;
-        #[cfg(feature = "jit")]
-        {
-            self.kernel = kernel;
-        }
-        self.accs = accs;
-        result
+        Ok(())
     }
 }
 
 /// One block of a map by its native kernel (feature `jit`): elements
-/// `i0 .. i0 + cnt`. An argument whose view covers the whole block is read
-/// where it lies; the others (scalars, blocks that reach past a view's
+/// `i0 .. i0 + cnt`, at `held` in `targets` (`None`: a block beside this
+/// thread's range, whose outputs are not stored). An argument whose view
+/// covers the whole block is read where it lies; the others (scalars, blocks that reach past a view's
 /// range, the last short block) are gathered into `kernel.gathered`. An
 /// output `k` with `write_in_place(k)` is written straight into its buffer
 /// when the block is whole and the buffer holds it; the other outputs and
@@ -1065,15 +1328,15 @@ impl ArrayWorkspace {
 /// written).
 #[cfg(feature = "jit")]
 #[allow(clippy::too_many_arguments)]
-fn native_block<'b>(
+fn native_block<'b, S: AsMut<[f64]>>(
     body: &Executable,
     nc: &crate::backend::native::NativeCode,
     srcs: &[Src],
     root: impl Fn(&View) -> &'b [f64],
-    (i0, cnt): (usize, usize),
+    (i0, cnt, held): (usize, usize, Option<usize>),
     kernel: &mut KernelMemory,
     outs: &mut Vec<[f64; BLOCK]>,
-    targets: &mut [Vec<f64>],
+    targets: &mut [S],
     write_in_place: impl Fn(usize) -> bool,
 ) -> Result<bool> {
     use crate::backend::native::BlockArgs;
@@ -1113,7 +1376,7 @@ fn native_block<'b>(
         args.row(row);
     }
     for (k, (row, t)) in staged.iter_mut().zip(targets.iter_mut()).enumerate() {
-        match t.get_mut(i0..i0 + BLOCK) {
+        match held.and_then(|l| t.as_mut().get_mut(l..l + BLOCK)) {
             Some(d) if cnt == BLOCK && write_in_place(k) => args.row(d),
             _ => args.row(row),
         }

@@ -24,9 +24,27 @@ pub(crate) fn axis_len(axis: usize, rows: usize, cols: usize, what: &'static str
     }
 }
 
-/// `Σ xᵢ` with four partial sums, in the order the array evaluator uses,
-/// so that native and traced results agree bit for bit on `f64`.
+/// Elements per segment of a long sum ([`sum4`]) and of a map's loop: the
+/// evaluator keeps a partial sum per segment and adds them in segment
+/// order, so that a sum has the same bits on one thread or many.
+pub(crate) const SEGMENT: usize = 1 << 14;
+
+/// `Σ xᵢ` in the order the array evaluator uses, so that native and traced
+/// results agree bit for bit on `f64`: each segment of [`SEGMENT`]
+/// elements with four partial sums ([`sum4_segment`]), the segments' sums
+/// added in order.
 pub(crate) fn sum4<T: Real>(x: &[T]) -> T {
+    let mut segments = x.chunks(SEGMENT);
+    let mut s = segments.next().map_or(T::cst(0.0), sum4_segment);
+    for seg in segments {
+        s += sum4_segment(seg);
+    }
+    s
+}
+
+/// `Σ xᵢ` with four partial sums (element `i` to sum `i mod 4`), added as
+/// `(s₀ + s₁) + (s₂ + s₃)`, then the last `len mod 4` elements one by one.
+fn sum4_segment<T: Real>(x: &[T]) -> T {
     let mut acc = [T::cst(0.0); 4];
     let chunks = x.chunks_exact(4);
     let rem = chunks.remainder();
@@ -42,7 +60,8 @@ pub(crate) fn sum4<T: Real>(x: &[T]) -> T {
     s
 }
 
-/// `Σᵢ aᵢ bᵢ` with four partial sums, as [`sum4`] of the products (the
+/// `Σᵢ aᵢ bᵢ` with four partial sums, as [`sum4`] of the products within
+/// one segment, but never split into segments (the
 /// evaluator's dot product on `f64`).
 pub(crate) fn dot4<T: Real>(a: &[T], b: &[T]) -> T {
     let mut acc = [T::cst(0.0); 4];
