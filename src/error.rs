@@ -286,6 +286,20 @@ pub enum Malformation {
     /// The input or output block widths do not add up to the number of
     /// inputs or outputs.
     Blocks,
+    /// An array operation whose name is not in the crate's primitive table
+    /// (a deserialised array program; operations a user defines are not
+    /// serialised).
+    UnknownOperation {
+        /// The instruction.
+        instruction: usize,
+    },
+    /// An array operation's parameters do not fit the operation (a
+    /// deserialised array program), or an instruction that must follow
+    /// another does not (a map's second output after anything but the map).
+    Parameters {
+        /// The instruction.
+        instruction: usize,
+    },
 }
 
 impl std::fmt::Display for Malformation {
@@ -317,6 +331,14 @@ impl std::fmt::Display for Malformation {
                 f.write_str("an output or guard refers past the end")
             }
             Malformation::Blocks => f.write_str("blocks do not add up"),
+            Malformation::UnknownOperation { instruction } => write!(
+                f,
+                "instruction {instruction} is an array operation not in the primitive table"
+            ),
+            Malformation::Parameters { instruction } => write!(
+                f,
+                "instruction {instruction} has parameters or a position its operation does not take"
+            ),
         }
     }
 }

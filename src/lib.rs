@@ -70,7 +70,7 @@
 //!   (without it, the crate's own dot products).
 //! - `faer`: the module `faer_interop`, faer columns and matrices in and out of the
 //!   drivers (dense Hessians and Jacobians as `faer::Mat`); implies `gemm`.
-//! - `serde`: `Serialize`/`Deserialize` for programs.
+//! - `serde`: `Serialize`/`Deserialize` for scalar and array programs.
 //! - `jit`: the native backend: `f64` programs and loop and map bodies
 //!   compiled to machine code with Cranelift, once they run often.
 //!

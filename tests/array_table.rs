@@ -386,3 +386,70 @@ fn every_array_primitive_is_in_the_table() {
         );
     }
 }
+
+/// Every operation of the table, and every operation its derivatives to
+/// order 3 hold (the scans' derived scans, the checkpointed pullback and
+/// its tangent form), reads back from its parameters as the same
+/// operation: the same name, parameters and printed form; and a program
+/// of each, written with serde and read back, evaluates to the same bits.
+#[test]
+fn every_operation_reads_back_from_its_parameters() {
+    use optic_ad::array::{ArrayOp, PrimData};
+    let mut seen = std::collections::BTreeSet::new();
+    #[cfg_attr(not(feature = "serde"), allow(unused_variables))]
+    for (i, (prim, shapes)) in prims::examples(3).iter().enumerate() {
+        let mut p = single_op_program(prim, shapes);
+        for order in 0..4 {
+            if order > 0 {
+                p = reverse_joint(&forward(&p).unwrap()).unwrap();
+            }
+            for op in p.ops() {
+                let ArrayOp::Prim { prim, .. } = op else {
+                    continue;
+                };
+                let data = PrimData::of(&**prim);
+                let back = data
+                    .decode()
+                    .unwrap_or_else(|| panic!("{} does not read back: {data:?}", prim.name()));
+                assert_eq!(back.name(), prim.name());
+                assert_eq!(format!("{:?}", back.params()), format!("{:?}", data.params));
+                let names: Vec<String> = (0..4).map(|k| format!("%{k}")).collect();
+                let shape = Shape::Vector(1);
+                assert_eq!(back.print(&names, shape), prim.print(&names, shape));
+                seen.insert(prim.name());
+                // A checkpointed pullback with its tangent steps given.
+                if prim.name() == "revolve" && data.params.len() == 3 {
+                    seen.insert("revolve of a tangent scan");
+                }
+            }
+            #[cfg(feature = "serde")]
+            {
+                let json = serde_json::to_string(&p).unwrap();
+                let q: ArrayProgram = serde_json::from_str(&json).unwrap();
+                assert_eq!(p.to_string(), q.to_string(), "{prim:?}, order {order}");
+                let total: usize = p.input_shapes().iter().map(|s| s.len()).sum();
+                let x = values(total, 5 + i as u64);
+                let mut rest = x.as_slice();
+                let inputs: Vec<&[f64]> = p
+                    .input_shapes()
+                    .iter()
+                    .map(|s| {
+                        let (a, b) = rest.split_at(s.len());
+                        rest = b;
+                        a
+                    })
+                    .collect();
+                let (a, b) = (p.eval(&inputs).unwrap(), q.eval(&inputs).unwrap());
+                let bits = |v: &[Vec<f64>]| -> Vec<u64> {
+                    v.concat().iter().map(|x| x.to_bits()).collect()
+                };
+                assert_eq!(bits(&a), bits(&b), "{prim:?}, order {order}");
+            }
+        }
+    }
+    // Each of the table's operations was met.
+    for (prim, _) in prims::examples(3) {
+        assert!(seen.contains(prim.name()), "{} never met", prim.name());
+    }
+    assert!(seen.contains("revolve of a tangent scan"), "{seen:?}");
+}

@@ -2251,3 +2251,33 @@ proptest! {
         }
     }
 }
+
+#[cfg(feature = "serde")]
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    /// An array program written with serde and read back prints the same
+    /// and evaluates to the same bits, on random programs and their
+    /// derivatives up to order 3 (`reverse_joint ∘ forward`, which holds
+    /// map bodies, slices, gathers, matrix products, …).
+    #[test]
+    fn array_programs_read_back_from_json_with_the_same_bits(
+        (rf, _rg, ins) in two_recipes_and_inputs(),
+    ) {
+        let mut p = program_of(&rf);
+        for order in 0..4 {
+            if order > 0 {
+                p = reverse_joint(&forward(&p).unwrap()).unwrap();
+            }
+            let json = serde_json::to_string(&p).unwrap();
+            let q: ArrayProgram = serde_json::from_str(&json)
+                .map_err(|e| TestCaseError::fail(format!("order {order}: {e}\n{p}")))?;
+            prop_assert_eq!(p.to_string(), q.to_string(), "order {}", order);
+            let inputs = inputs_for(&p, &ins);
+            let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+            if let Err(e) = same_bits(&p, &q, &refs) {
+                return Err(TestCaseError::fail(format!("order {order}: {e}\n{p}")));
+            }
+        }
+    }
+}

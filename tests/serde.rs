@@ -148,3 +148,211 @@ fn constants_read_back_bit_for_bit() {
     assert_eq!(a[1].to_bits(), b[1].to_bits(), "{} vs {}", a[1], b[1]);
     assert_eq!(p, q);
 }
+
+mod arrays {
+    use std::sync::Arc;
+
+    use optic_ad::array::{
+        self, reverse_joint, AVar, Array, ArrayBuilder, ArrayPrimitive, ArrayProgram, Dense,
+        Matrix, Param, Shape, TaylorRule,
+    };
+    use optic_ad::{Builder, Checkpoints, Real, Var};
+    use serde_json::json;
+
+    fn model<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+        let n = x.len();
+        let m = Matrix::new(2, n, (0..2 * n).map(|i| i as f64 * 0.25 - 0.5).collect())?;
+        let h = A::matvec(&Arc::new(m), x)?.map(|t| t.tanh());
+        let s = x.slice(1, n - 1)?.map(|t| t * t).sum();
+        Ok(h.sum() + s + x.get(0)?.exp())
+    }
+
+    fn program() -> ArrayProgram {
+        array::trace(|x: &[array::TArray]| model(&x[0]), &[&[0.5, -0.25, 1.0]]).unwrap()
+    }
+
+    fn load(v: serde_json::Value) -> Result<ArrayProgram, String> {
+        serde_json::from_value::<ArrayProgram>(v).map_err(|e| e.to_string())
+    }
+
+    #[test]
+    fn an_array_program_and_its_gradient_read_back_with_the_same_bits() {
+        let p = program();
+        let joint = reverse_joint(&p).unwrap();
+        for q in [&p, &joint] {
+            let back: ArrayProgram =
+                serde_json::from_str(&serde_json::to_string(q).unwrap()).unwrap();
+            assert_eq!(q.to_string(), back.to_string());
+            let inputs: Vec<Vec<f64>> = q
+                .input_shapes()
+                .iter()
+                .map(|s| (0..s.len()).map(|i| 0.3 - 0.2 * i as f64).collect())
+                .collect();
+            let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+            let bits =
+                |v: Vec<Vec<f64>>| -> Vec<u64> { v.concat().iter().map(|x| x.to_bits()).collect() };
+            assert_eq!(
+                bits(q.eval(&refs).unwrap()),
+                bits(back.eval(&refs).unwrap())
+            );
+        }
+        // The gradient read back against the function on plain numbers'
+        // num-dual derivative.
+        let back: ArrayProgram =
+            serde_json::from_str(&serde_json::to_string(&joint).unwrap()).unwrap();
+        let x = [0.5, -0.25, 1.0];
+        let g = back.eval(&[&x, &[1.0]]).unwrap();
+        for (j, &gj) in g[1].iter().enumerate() {
+            let xd: Vec<num_dual::Dual64> = (0..3)
+                .map(|i| num_dual::Dual64::new(x[i], f64::from(u8::from(i == j))))
+                .collect();
+            let d = model(&Dense::new(xd)).unwrap().eps;
+            approx::assert_relative_eq!(gj, d, max_relative = 1e-14);
+        }
+    }
+
+    /// A loop with a checkpointed pullback and its HVP program (scans, the
+    /// binomial schedule and its tangent form) read back with the same
+    /// bits.
+    #[test]
+    fn loops_and_checkpointed_pullbacks_read_back() {
+        let p = array::trace(
+            |x: &[array::TArray]| {
+                let r = x[0].get(0)?;
+                let [c] = optic_ad::fold_with(50, [r * 0.1], Checkpoints::Binomial(3), |[c]| {
+                    [r * c * (-c + 1.0)]
+                })?;
+                Ok(c)
+            },
+            &[&[2.9]],
+        )
+        .unwrap();
+        let hvp = reverse_joint(&array::forward(&reverse_joint(&p).unwrap()).unwrap()).unwrap();
+        let text = serde_json::to_string(&hvp).unwrap();
+        assert!(text.contains("\"revolve\""), "{hvp}");
+        let back: ArrayProgram = serde_json::from_str(&text).unwrap();
+        assert_eq!(hvp.to_string(), back.to_string());
+        let inputs: Vec<Vec<f64>> = hvp
+            .input_shapes()
+            .iter()
+            .enumerate()
+            .map(|(k, s)| vec![[2.9, 1.0, 0.5, 1.0][k % 4]; s.len()])
+            .collect();
+        let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+        let bits =
+            |v: Vec<Vec<f64>>| -> Vec<u64> { v.concat().iter().map(|x| x.to_bits()).collect() };
+        assert_eq!(
+            bits(hvp.eval(&refs).unwrap()),
+            bits(back.eval(&refs).unwrap())
+        );
+    }
+
+    #[test]
+    fn malformed_array_programs_are_errors_on_load() {
+        let good = serde_json::to_value(program()).unwrap();
+        assert!(load(good.clone()).is_ok());
+        let ops = good["ops"].as_array().unwrap().clone();
+        let at = |name: &str| {
+            ops.iter()
+                .position(|o| o["prim"]["op"]["name"] == json!(name))
+                .unwrap_or_else(|| panic!("no {name} in {ops:?}"))
+        };
+        let with_op = |i: usize, op: serde_json::Value| {
+            let mut bad = good.clone();
+            bad["ops"][i] = op;
+            load(bad)
+        };
+        // An operation not in the table.
+        let s = at("slice");
+        let mut op = ops[s].clone();
+        op["prim"]["op"]["name"] = json!("frobnicate");
+        let e = with_op(s, op).unwrap_err();
+        assert!(e.contains("not in the primitive table"), "{e}");
+        // Parameters the operation does not take.
+        let mut op = ops[s].clone();
+        op["prim"]["op"]["params"] = json!([{"flag": true}]);
+        let e = with_op(s, op).unwrap_err();
+        assert!(e.contains("parameters"), "{e}");
+        // A slice past its operand's end: the builder's shape rule.
+        let mut op = ops[s].clone();
+        op["prim"]["op"]["params"] = json!([{"int": 2}, {"int": 5}]);
+        assert!(with_op(s, op).unwrap_err().contains("slice"));
+        // A constant matrix whose entries do not fill it.
+        let m = at("matvec");
+        let mut op = ops[m].clone();
+        op["prim"]["op"]["params"][2]["floats"] = json!([1.0, 2.0]);
+        assert!(with_op(m, op).is_err());
+        // An operand that refers forward.
+        let mut op = ops[s].clone();
+        op["prim"]["args"] = json!([ops.len() + 3]);
+        assert!(with_op(s, op).unwrap_err().contains("later"));
+        // Inputs out of order, outputs past the end, a stray map output.
+        assert!(with_op(0, json!({"input": 1})).is_err());
+        let mut bad = good.clone();
+        bad["outputs"] = json!([999]);
+        assert!(load(bad).is_err());
+        assert!(with_op(s, json!({"map_out": 1})).is_err());
+        // A fill whose number is not one.
+        let mut bad = good.clone();
+        bad["ops"]
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"fill": {"value": "many", "shape": "scalar"}}));
+        assert!(load(bad).is_err());
+    }
+
+    /// An operation a user defines is code: writing a program that holds
+    /// one is an error, not a file that cannot be read back.
+    #[test]
+    fn operations_outside_the_table_are_not_written() {
+        #[derive(Debug)]
+        struct Twice;
+        impl ArrayPrimitive for Twice {
+            fn name(&self) -> &'static str {
+                "sum" // a name of the table, to show it is the type that counts
+            }
+            fn shape(&self, args: &[Shape]) -> optic_ad::Result<Shape> {
+                Ok(args[0])
+            }
+            fn key(&self, _: &mut Vec<u64>) {}
+            fn print(&self, args: &[String], _: Shape) -> String {
+                format!("twice {}", args.join(", "))
+            }
+            fn params(&self) -> Vec<Param> {
+                Vec::new()
+            }
+            fn from_params(_: &[Param]) -> Option<Self> {
+                Some(Twice)
+            }
+            fn eval(&self, a: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
+                for (o, x) in out.iter_mut().zip(a[0]) {
+                    *o = 2.0 * x;
+                }
+            }
+            fn pullback(&self, b: &mut ArrayBuilder, _: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
+                vec![Some(b.apply(Twice, &[ct]))]
+            }
+            fn pushforward(
+                &self,
+                b: &mut ArrayBuilder,
+                _: &[AVar],
+                t: &[Option<AVar>],
+                _: Shape,
+            ) -> Option<AVar> {
+                t[0].map(|t| b.apply(Twice, &[t]))
+            }
+            fn taylor(&self) -> TaylorRule {
+                TaylorRule::Linear
+            }
+            fn unroll(&self, b: &mut Builder, a: &[&[Var]], _: &[Shape], _: Shape) -> Vec<Var> {
+                a[0].iter().map(|&x| b.add(x, x)).collect()
+            }
+        }
+        let mut b = ArrayBuilder::new();
+        let x = b.input(Shape::Vector(2));
+        let y = b.apply(Twice, &[x]);
+        let p = b.finish(&[y]).unwrap();
+        let e = serde_json::to_string(&p).unwrap_err().to_string();
+        assert!(e.contains("not in the crate's primitive table"), "{e}");
+    }
+}

@@ -314,6 +314,18 @@ pub trait ArrayPrimitive: std::any::Any + fmt::Debug + Send + Sync {
     /// operands' names.
     fn print(&self, args: &[String], out: Shape) -> String;
 
+    /// The parameters, as the serialised form of a program holds them
+    /// (see [`Param`](super::Param)); [`ArrayPrimitive::from_params`]
+    /// reads them back.
+    fn params(&self) -> Vec<super::Param>;
+
+    /// The operation with the parameters [`ArrayPrimitive::params`] wrote,
+    /// or `None` for parameters it does not take (checked as its
+    /// constructors check them).
+    fn from_params(params: &[super::Param]) -> Option<Self>
+    where
+        Self: Sized;
+
     /// Writes the value into `out` (of `out_shape.len()` elements).
     /// `args[k]` holds operand `k` (of shape `shapes[k]`); `scratch` is a
     /// buffer the caller keeps between runs.
@@ -490,7 +502,11 @@ pub struct ArrayGuard {
 /// transformed by [`crate::array::reverse_joint`] and
 /// [`crate::array::forward`]; run by [`ArrayProgram::eval`] and
 /// [`crate::array::ArrayWorkspace`]. It prints one instruction per line,
-/// with the shape of each value and map bodies as scalar programs.
+/// with the shape of each value and map bodies as scalar programs. With
+/// the `serde` feature it is written and read back with serde: each
+/// operation of the table by name and [`ArrayPrimitive::params`], and a
+/// program read back is rebuilt through the [`ArrayBuilder`], which checks
+/// it (the book's chapter "Arrays", "Saving array programs").
 ///
 /// # Example
 ///

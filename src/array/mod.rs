@@ -70,6 +70,7 @@ mod mat;
 pub(crate) mod matmul;
 mod nested;
 pub mod prims;
+mod serial;
 mod shape;
 mod taylor;
 mod trace;
@@ -89,6 +90,7 @@ pub use ir::{
 pub use mat::Mat;
 pub use matmul::MatMulDims;
 pub use nested::{Level, Nested};
+pub use serial::{Param, ParamReader, PrimData};
 pub use shape::Shape;
 pub use taylor::{taylor, Directional, TaylorProgram};
 pub(crate) use trace::trace_hosted;

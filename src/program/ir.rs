@@ -473,7 +473,7 @@ pub struct Guard {
 
 /// Serialises an `Option<Ordering>` as `-1`, `0`, `1` or `null`.
 #[cfg(feature = "serde")]
-mod ordering_serde {
+pub(crate) mod ordering_serde {
     use std::cmp::Ordering;
 
     use serde::{Deserialize, Deserializer, Serialize, Serializer};

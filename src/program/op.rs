@@ -179,7 +179,7 @@ impl Builder {
 /// Serialises a constant losslessly: a number when finite, otherwise a
 /// tagged string (`"inf"`, `"-inf"`, `"nan:0x7ff8000000000000"`).
 #[cfg(feature = "serde")]
-mod constant_serde {
+pub(crate) mod constant_serde {
     use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
     #[derive(Serialize, Deserialize)]

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use super::{only, operands, scalar_sum, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
+use crate::array::{Param, ParamReader};
 use crate::error::{check_len, Error, Result};
 use crate::program::{Builder, Var};
 
@@ -44,6 +45,17 @@ impl ArrayPrimitive for Slice {
 
     fn key(&self, words: &mut Vec<u64>) {
         words.push(self.start as u64);
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Int(self.start as u64), Param::Int(self.len as u64)]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let (start, len) = (r.usize()?, r.usize()?);
+        r.finish()?;
+        Some(Slice { start, len })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -130,6 +142,17 @@ impl ArrayPrimitive for Pad {
 
     fn key(&self, words: &mut Vec<u64>) {
         words.push(self.start as u64);
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Int(self.start as u64), Param::Int(self.len as u64)]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let (start, len) = (r.usize()?, r.usize()?);
+        r.finish()?;
+        Some(Pad { start, len })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -221,6 +244,20 @@ impl ArrayPrimitive for Gather {
         words.push(self.idx.as_ptr() as u64);
     }
 
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Ints(
+            self.idx.iter().map(|&i| u64::from(i)).collect(),
+        )]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let idx = indices(r.ints()?)?;
+        r.finish()?;
+        let bound = idx.iter().map(|&i| i as usize + 1).max().unwrap_or(0);
+        Some(Gather { idx, bound })
+    }
+
     fn print(&self, args: &[String], _: Shape) -> String {
         format!("gather {} at <{} values>", args.join(", "), self.idx.len())
     }
@@ -306,6 +343,21 @@ impl ArrayPrimitive for ScatterAdd {
 
     fn key(&self, words: &mut Vec<u64>) {
         words.push(self.idx.as_ptr() as u64);
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![
+            Param::Ints(self.idx.iter().map(|&i| u64::from(i)).collect()),
+            Param::Int(self.len as u64),
+        ]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let (idx, len) = (indices(r.ints()?)?, r.usize()?);
+        r.finish()?;
+        let bound = idx.iter().map(|&i| i as usize + 1).max().unwrap_or(0);
+        Some(ScatterAdd { idx, bound, len })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -428,4 +480,9 @@ pub(super) fn examples(n: usize, all: &mut Vec<(ArrayPrim, Vec<Shape>)>) {
         ArrayPrim::new(ScatterAdd { idx, bound, len }),
         vec![Shape::Vector(n + 2)],
     ));
+}
+
+/// Indices read back from their parameter, each fitting `u32`.
+fn indices(v: &[u64]) -> Option<Arc<[u32]>> {
+    v.iter().map(|&i| u32::try_from(i).ok()).collect()
 }

@@ -4,6 +4,7 @@
 use super::{matrix_dims, only, operands, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayOp, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::array::kernels::{axis_len, broadcast_axis_into, transpose_into};
+use crate::array::{Param, ParamReader};
 use crate::error::{Error, Result};
 use crate::program::{Builder, Var};
 
@@ -34,6 +35,17 @@ impl ArrayPrimitive for Broadcast {
 
     // The shape is part of every key.
     fn key(&self, _: &mut Vec<u64>) {}
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Shape(self.shape)]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let shape = r.shape()?;
+        r.finish()?;
+        Some(Broadcast { shape })
+    }
 
     fn print(&self, args: &[String], _: Shape) -> String {
         format!("broadcast {}", args.join(", "))
@@ -111,6 +123,21 @@ impl ArrayPrimitive for BroadcastAxis {
         words.push(self.axis as u64);
     }
 
+    fn params(&self) -> Vec<Param> {
+        vec![
+            Param::Int(self.axis as u64),
+            Param::Int(self.rows as u64),
+            Param::Int(self.cols as u64),
+        ]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let (axis, rows, cols) = (r.usize()?, r.usize()?, r.usize()?);
+        r.finish()?;
+        (axis < 2).then_some(BroadcastAxis { axis, rows, cols })
+    }
+
     fn print(&self, args: &[String], _: Shape) -> String {
         format!("broadcast {} along axis {}", args.join(", "), self.axis)
     }
@@ -176,6 +203,17 @@ impl ArrayPrimitive for Reshape {
 
     // The shape is part of every key.
     fn key(&self, _: &mut Vec<u64>) {}
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Shape(self.shape)]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let shape = r.shape()?;
+        r.finish()?;
+        Some(Reshape { shape })
+    }
 
     fn print(&self, args: &[String], _: Shape) -> String {
         format!("reshape {}", args.join(", "))
@@ -257,6 +295,14 @@ impl ArrayPrimitive for Transpose {
     }
 
     fn key(&self, _: &mut Vec<u64>) {}
+
+    fn params(&self) -> Vec<Param> {
+        Vec::new()
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        ParamReader::new(params).finish().map(|()| Transpose)
+    }
 
     fn print(&self, args: &[String], _: Shape) -> String {
         format!("transpose {}", args.join(", "))
@@ -352,6 +398,14 @@ impl ArrayPrimitive for Concat {
 
     // The operands and the shape are part of every key.
     fn key(&self, _: &mut Vec<u64>) {}
+
+    fn params(&self) -> Vec<Param> {
+        Vec::new()
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        ParamReader::new(params).finish().map(|()| Concat)
+    }
 
     fn print(&self, args: &[String], _: Shape) -> String {
         format!("concat {}", args.join(", "))

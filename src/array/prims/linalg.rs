@@ -8,6 +8,7 @@ use crate::array::ir::{
     AVar, ArrayBuilder, ArrayOp, ArrayPrim, ArrayPrimitive, Matrix, Shape, TaylorRule,
 };
 use crate::array::kernels::{matmul_into, matvec_into, MatMulDims};
+use crate::array::{Param, ParamReader};
 use crate::error::{check_len, Result};
 use crate::program::{Builder, Var};
 
@@ -33,6 +34,16 @@ impl ArrayPrimitive for MatVec {
 
     fn key(&self, words: &mut Vec<u64>) {
         words.push(Arc::as_ptr(&self.m) as u64);
+    }
+
+    fn params(&self) -> Vec<Param> {
+        matrix_params(&self.m)
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        Some(MatVec {
+            m: matrix_of(params)?,
+        })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -104,6 +115,16 @@ impl ArrayPrimitive for VecMat {
 
     fn key(&self, words: &mut Vec<u64>) {
         words.push(Arc::as_ptr(&self.m) as u64);
+    }
+
+    fn params(&self) -> Vec<Param> {
+        matrix_params(&self.m)
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        Some(VecMat {
+            m: matrix_of(params)?,
+        })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -200,6 +221,20 @@ impl ArrayPrimitive for MatMul {
 
     fn key(&self, words: &mut Vec<u64>) {
         words.push(u64::from(self.transpose_a) | (u64::from(self.transpose_b) << 1));
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Flag(self.transpose_a), Param::Flag(self.transpose_b)]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let (transpose_a, transpose_b) = (r.flag()?, r.flag()?);
+        r.finish()?;
+        Some(MatMul {
+            transpose_a,
+            transpose_b,
+        })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -377,4 +412,21 @@ pub(super) fn examples(n: usize, all: &mut Vec<(ArrayPrim, Vec<Shape>)>) {
             vec![a, b],
         ));
     }
+}
+
+/// A constant matrix as parameters: rows, columns, entries row-major.
+fn matrix_params(m: &Matrix) -> Vec<Param> {
+    vec![
+        Param::Int(m.rows() as u64),
+        Param::Int(m.cols() as u64),
+        Param::Floats(m.as_slice().to_vec()),
+    ]
+}
+
+/// The matrix [`matrix_params`] wrote.
+fn matrix_of(params: &[Param]) -> Option<Arc<Matrix>> {
+    let mut r = ParamReader::new(params);
+    let (rows, cols, data) = (r.usize()?, r.usize()?, r.floats()?);
+    r.finish()?;
+    Matrix::new(rows, cols, data.to_vec()).ok().map(Arc::new)
 }

@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use crate::array::ir::{
     AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, ArrayProgram, Shape, TaylorRule,
 };
+use crate::array::{Param, ParamReader, PrimData};
 use crate::backend::{Executable, Registers};
 use crate::error::{Error, Result};
 use crate::functor::{forward, reverse_joint, TaylorProgram};
@@ -436,6 +437,34 @@ impl ArrayPrimitive for Scan {
             u64::from(self.reverse),
             self.snapshots.map_or(u64::MAX, |s| s as u64),
         ]);
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![
+            Param::Program(self.body.program().clone()),
+            Param::Int(self.steps as u64),
+            Param::Int(self.carry as u64),
+            Param::Int(self.xs as u64),
+            Param::Int(self.consts as u64),
+            Param::Flag(self.reverse),
+            Param::Ints(self.snapshots.map(|s| s as u64).into_iter().collect()),
+        ]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let body = r.program()?.clone();
+        let (steps, carry, xs, consts) = (r.usize()?, r.usize()?, r.usize()?, r.usize()?);
+        let reverse = r.flag()?;
+        let snapshots = match r.ints()? {
+            [] => None,
+            &[s] => Some(usize::try_from(s).ok()?),
+            _ => return None,
+        };
+        r.finish()?;
+        body.validate().ok()?;
+        let scan = Scan::new(body, steps, carry, xs, consts, reverse).ok()?;
+        Some(scan.with_snapshots(snapshots))
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -1157,6 +1186,47 @@ impl ArrayPrimitive for Revolve {
         }
     }
 
+    fn params(&self) -> Vec<Param> {
+        let mut params = vec![
+            Param::Prim(PrimData::of(&self.scan)),
+            Param::Int(self.snapshots as u64),
+        ];
+        if let Some(r) = &self.reverse {
+            params.push(Param::Prim(PrimData::of(&**r)));
+        }
+        params
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let scan = r.prim()?.downcast_ref::<Scan>()?.clone();
+        let snapshots = r.usize()?;
+        let reverse = if r.is_empty() { None } else { Some(r.prim()?) };
+        r.finish()?;
+        let mut revolve = Revolve::new(scan, snapshots);
+        if let Some(rev) = reverse {
+            // The steps in place of the scan's pullback scan: a scan that
+            // runs the other way over as many steps, whose carry is the
+            // cotangent of (carry, constants) and whose outputs are those
+            // the schedule reads (checked as `tangent_reverse` lays them
+            // out: see `Revolve::eval`).
+            let s = &revolve.scan;
+            let r = rev.downcast_ref::<Scan>()?;
+            let (k, p, x, y) = (s.carry, s.consts, s.xs, s.ys());
+            let fits = r.steps == s.steps
+                && r.reverse != s.reverse
+                && r.carry == k + p
+                && r.consts == p
+                && r.xs == k + x + y
+                && r.body.program().n_outputs() == k + p + x;
+            if !fits {
+                return None;
+            }
+            revolve.reverse = Some(rev);
+        }
+        Some(revolve)
+    }
+
     fn print(&self, args: &[String], _: Shape) -> String {
         format!(
             "revolve ({} snapshots) {} steps of {}",
@@ -1477,6 +1547,31 @@ impl ArrayPrimitive for Mismatches {
     fn key(&self, words: &mut Vec<u64>) {
         words.push(self.orderings.len() as u64);
         words.extend(self.orderings.iter().map(|&o| (o as i8 + 1) as u64));
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Ints(
+            self.orderings
+                .iter()
+                .map(|&o| (o as i8 + 1) as u64)
+                .collect(),
+        )]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let orderings = r
+            .ints()?
+            .iter()
+            .map(|&o| match o {
+                0 => Some(std::cmp::Ordering::Less),
+                1 => Some(std::cmp::Ordering::Equal),
+                2 => Some(std::cmp::Ordering::Greater),
+                _ => None,
+            })
+            .collect::<Option<Vec<_>>>()?;
+        r.finish()?;
+        Some(Mismatches::new(orderings))
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {

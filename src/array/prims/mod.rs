@@ -27,7 +27,10 @@ pub use linalg::*;
 pub use loops::*;
 pub use reduce::*;
 
-use super::ir::{ArrayPrim, Shape};
+use std::any::TypeId;
+
+use super::ir::{ArrayPrim, ArrayPrimitive, Shape};
+use super::Param;
 use crate::error::{Error, Result};
 use crate::program::{Builder, Var};
 
@@ -35,6 +38,65 @@ use crate::program::{Builder, Var};
 /// operands, for operands of about `n` elements (`n ≥ 2`): what the
 /// table's tests walk, so that an operation added to a family's list is
 /// tested for every rule without the tests naming it.
+/// A decoder of the table: the operation of type `P` from its parameters.
+type Decoder = fn(&[Param]) -> Option<ArrayPrim>;
+
+fn decoder<P: ArrayPrimitive>(params: &[Param]) -> Option<ArrayPrim> {
+    P::from_params(params).map(ArrayPrim::new)
+}
+
+/// The crate's operations by name and type, for reading programs back
+/// (a test checks every operation of [`examples`] against it).
+fn table() -> [(&'static str, TypeId, Decoder); 20] {
+    fn entry<P: ArrayPrimitive>(name: &'static str) -> (&'static str, TypeId, Decoder) {
+        (name, TypeId::of::<P>(), decoder::<P>)
+    }
+    [
+        entry::<Sum>("sum"),
+        entry::<SumAxis>("sum_axis"),
+        entry::<Cumsum>("cumsum"),
+        entry::<MaxAt>("max_at"),
+        entry::<SpreadAtMax>("spread_at_max"),
+        entry::<Slice>("slice"),
+        entry::<Pad>("pad"),
+        entry::<Gather>("gather"),
+        entry::<ScatterAdd>("scatter_add"),
+        entry::<MatVec>("matvec"),
+        entry::<VecMat>("vecmat"),
+        entry::<MatMul>("matmul"),
+        entry::<Broadcast>("broadcast"),
+        entry::<BroadcastAxis>("broadcast_axis"),
+        entry::<Reshape>("reshape"),
+        entry::<Transpose>("transpose"),
+        entry::<Concat>("concat"),
+        entry::<Scan>("scan"),
+        entry::<Revolve>("revolve"),
+        entry::<Mismatches>("mismatches"),
+    ]
+}
+
+/// The operation of the table named `name`, from its parameters.
+pub(crate) fn decode(name: &str, params: &[Param]) -> Option<ArrayPrim> {
+    let (_, _, d) = table().into_iter().find(|(n, _, _)| *n == name)?;
+    d(params)
+}
+
+/// Whether `name` names an operation of the table.
+#[cfg(feature = "serde")]
+pub(crate) fn is_name(name: &str) -> bool {
+    table().iter().any(|(n, _, _)| *n == name)
+}
+
+/// Whether `prim` is an operation of the table under its own name.
+#[cfg(feature = "serde")]
+pub(crate) fn in_table(prim: &ArrayPrim) -> bool {
+    let any: &dyn std::any::Any = &**prim;
+    let id = any.type_id();
+    table()
+        .iter()
+        .any(|(n, t, _)| *t == id && *n == prim.name())
+}
+
 #[doc(hidden)]
 pub fn examples(n: usize) -> Vec<(ArrayPrim, Vec<Shape>)> {
     let mut all = Vec::new();

@@ -4,6 +4,7 @@
 use super::{matrix_dims, only, operands, scalar_sum, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::array::kernels::{sum4, sum_axis_into};
+use crate::array::{Param, ParamReader};
 use crate::error::{Error, Result};
 use crate::program::{Builder, Var};
 use crate::rules::Prim;
@@ -25,6 +26,14 @@ impl ArrayPrimitive for Sum {
     }
 
     fn key(&self, _: &mut Vec<u64>) {}
+
+    fn params(&self) -> Vec<Param> {
+        Vec::new()
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        ParamReader::new(params).finish().map(|()| Sum)
+    }
 
     fn print(&self, args: &[String], _: Shape) -> String {
         format!("sum {}", args.join(", "))
@@ -123,6 +132,17 @@ impl ArrayPrimitive for SumAxis {
         words.push(self.axis as u64);
     }
 
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Int(self.axis as u64)]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let axis = r.usize().filter(|&a| a < 2)?;
+        r.finish()?;
+        Some(SumAxis { axis })
+    }
+
     fn print(&self, args: &[String], _: Shape) -> String {
         format!("sum {} along axis {}", args.join(", "), self.axis)
     }
@@ -194,6 +214,17 @@ impl ArrayPrimitive for Cumsum {
 
     fn key(&self, words: &mut Vec<u64>) {
         words.push(u64::from(self.reverse));
+    }
+
+    fn params(&self) -> Vec<Param> {
+        vec![Param::Flag(self.reverse)]
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        let mut r = ParamReader::new(params);
+        let reverse = r.flag()?;
+        r.finish()?;
+        Some(Cumsum { reverse })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -306,6 +337,14 @@ impl ArrayPrimitive for MaxAt {
 
     fn key(&self, _: &mut Vec<u64>) {}
 
+    fn params(&self) -> Vec<Param> {
+        Vec::new()
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        ParamReader::new(params).finish().map(|()| MaxAt)
+    }
+
     fn print(&self, args: &[String], _: Shape) -> String {
         match args {
             [x, t] if x == t => format!("max {x}"),
@@ -395,6 +434,14 @@ impl ArrayPrimitive for SpreadAtMax {
     }
 
     fn key(&self, _: &mut Vec<u64>) {}
+
+    fn params(&self) -> Vec<Param> {
+        Vec::new()
+    }
+
+    fn from_params(params: &[Param]) -> Option<Self> {
+        ParamReader::new(params).finish().map(|()| SpreadAtMax)
+    }
 
     fn print(&self, args: &[String], _: Shape) -> String {
         match args {
