@@ -1098,6 +1098,127 @@ fn fuzz_array_api() {
     });
 }
 
+/// Whether a program read from a file asks for more work than a fuzz case
+/// may take: a loop of more than 10⁵ steps (a file may ask for 2⁶⁰, which
+/// is well-formed and runs that long), or a value of more than 10⁶
+/// elements. These are the sizes a user checks before running a program
+/// from elsewhere.
+fn asks_too_much(q: &optic_ad::array::ArrayProgram) -> bool {
+    use optic_ad::array::{ArrayOp, Param, PrimData};
+    fn big(params: &[Param]) -> bool {
+        params.iter().any(|p| match p {
+            Param::Int(k) => *k > 100_000,
+            Param::Prim(d) => big(&d.params),
+            _ => false,
+        })
+    }
+    let huge = |v: &optic_ad::array::AVar| q.shape(*v).len() > 1_000_000;
+    q.ops().iter().any(|op| {
+        let looped = match op {
+            ArrayOp::Prim { prim, .. } => {
+                matches!(prim.name(), "scan" | "revolve") && big(&PrimData::of(&**prim).params)
+            }
+            _ => false,
+        };
+        looped || op.operands().iter().any(huge)
+    }) || q.outputs().iter().any(huge)
+}
+
+/// Array programs read from JSON: the programs of random array functions
+/// (loops included) and their gradients, written and read back (the same
+/// bits), or with one number of the text replaced by a hostile one
+/// (counts, positions, indices, shapes and constants of any size), then
+/// run.
+#[test]
+fn fuzz_array_program_from_json() {
+    use optic_ad::array::{self, Array, ArrayProgram, TArray};
+    let tokens = prop::sample::select(vec![
+        "18446744073709551615",
+        "9223372036854775808",
+        "2305843009213693952",
+        "1000000000000",
+        "4294967295",
+        "65536",
+        "0",
+        "1",
+        "7",
+        "-1",
+        "1e400",
+        "\"nan:0x7ff8000000000001\"",
+        "\"inf\"",
+        "null",
+        "[]",
+        "{}",
+    ]);
+    let input = (
+        prop::collection::vec(array_step(), 1..6),
+        prop::collection::vec(scalar(), 1..=5),
+        any::<bool>(),
+        prop_oneof![2 => Just(None), 1 => (any::<prop::sample::Index>(), tokens).prop_map(Some)],
+    );
+    fuzz("array json", input, |(steps, x, joint, mutation), reach| {
+        let f = |t: &[TArray]| run_array_steps(&t[0], &steps, true);
+        // Steps that fail to trace give a fixed program instead.
+        let fallback = |t: &[TArray]| Ok(t[0].map(|u| u.sin() * u).sum());
+        let Ok(p) = array::trace(f, &[&x]).or_else(|_| array::trace(fallback, &[&x])) else {
+            return;
+        };
+        let p = if joint {
+            array::reverse_joint(&p).unwrap_or(p)
+        } else {
+            p
+        };
+        let Ok(mut text) = serde_json::to_string(&p) else {
+            return;
+        };
+        if let Some((at, tok)) = &mutation {
+            // Replace the number that starts at or after a random place.
+            let at = at.index(text.len());
+            if let Some(off) = text[at..].find(|c: char| c.is_ascii_digit()) {
+                let start = at + off;
+                let end = text[start..]
+                    .find(|c: char| !c.is_ascii_digit())
+                    .map_or(text.len(), |e| start + e);
+                text.replace_range(start..end, tok);
+            }
+        }
+        let Ok(q) = serde_json::from_str::<ArrayProgram>(&text) else {
+            return;
+        };
+        reach.valid();
+        if asks_too_much(&q) {
+            return;
+        }
+        let inputs: Vec<Vec<f64>> = q
+            .input_shapes()
+            .iter()
+            .map(|sh| (0..sh.len().min(64)).map(|i| x[i % x.len()]).collect())
+            .collect();
+        let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+        let got = q.eval(&refs);
+        if got.is_ok() {
+            reach.driver();
+        }
+        if mutation.is_none() {
+            let bits = |v: Vec<Vec<f64>>| {
+                v.concat()
+                    .into_iter()
+                    .map(|t| if t.is_nan() { u64::MAX } else { t.to_bits() })
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(q.to_string(), p.to_string());
+            match (p.eval(&refs), got) {
+                (Ok(a), Ok(b)) => assert_eq!(bits(a), bits(b), "round trip changed values"),
+                (a, b) => assert_eq!(a.is_ok(), b.is_ok(), "{a:?} vs {b:?}"),
+            }
+        }
+        if q.len() < 200 {
+            let _ = array::reverse_joint(&q).map(|j| j.len());
+            let _ = array::forward(&q).map(|j| j.len());
+        }
+    });
+}
+
 /// Native code (feature `jit`): random valid programs over the whole table,
 /// at hostile points, run past their hot-call count (so the scalar
 /// program and its compiled gradient run as machine code) and compared

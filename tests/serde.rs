@@ -156,7 +156,7 @@ mod arrays {
         self, reverse_joint, AVar, Array, ArrayBuilder, ArrayPrimitive, ArrayProgram, Dense,
         Matrix, Param, Shape, TaylorRule,
     };
-    use optic_ad::{Builder, Checkpoints, Real, Var};
+    use optic_ad::{Builder, Checkpoints, Program, Real, Var};
     use serde_json::json;
 
     fn model<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
@@ -293,12 +293,131 @@ mod arrays {
         assert!(load(bad).is_err());
         assert!(with_op(s, json!({"map_out": 1})).is_err());
         // A fill whose number is not one.
-        let mut bad = good.clone();
-        bad["ops"]
+        let with_fill = |value: serde_json::Value| {
+            let mut v = good.clone();
+            v["ops"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({"fill": {"value": value, "shape": "Scalar"}}));
+            load(v)
+        };
+        assert!(with_fill(json!(1.5)).is_ok());
+        assert!(with_fill(json!("many")).is_err());
+    }
+
+    /// A scalar program of one body, for the map tests.
+    fn body(f: impl Fn(&[optic_ad::Tracer]) -> Vec<optic_ad::Tracer>, n: usize) -> Arc<Program> {
+        Arc::new(optic_ad::trace(f, &vec![0.5; n]).unwrap())
+    }
+
+    fn round_trip(p: &ArrayProgram) -> ArrayProgram {
+        serde_json::from_str(&serde_json::to_string(p).unwrap()).unwrap()
+    }
+
+    /// A map body is read back as written, not simplified again: here it
+    /// holds `sin a − sin b` of one argument given twice, which is NaN,
+    /// not 0, at ∞; and a body output that nothing reads keeps its input.
+    #[test]
+    fn map_bodies_read_back_as_written() {
+        let mut b = ArrayBuilder::new();
+        let (x, y) = (b.input(Shape::Vector(2)), b.input(Shape::Vector(2)));
+        let f = body(|t| vec![t[0].sin() - t[1].sin(), t[2] * t[2]], 3);
+        let outs = b.map(f, &[x, x, y]);
+        let p = b.finish(&[outs[0]]).unwrap();
+        let q = round_trip(&p);
+        assert_eq!(p.to_string(), q.to_string());
+        let (x0, y0) = ([1.0, f64::INFINITY], [2.0, 3.0]);
+        let (a, c) = (p.eval(&[&x0, &y0]).unwrap(), q.eval(&[&x0, &y0]).unwrap());
+        assert_eq!(a[0][0], 0.0);
+        assert!(a[0][1].is_nan() && c[0][1].is_nan(), "{a:?} vs {c:?}");
+        assert_eq!(c[0][0], 0.0);
+    }
+
+    /// Constant data of scalar shape (a reshaped one-element constant)
+    /// reads back.
+    #[test]
+    fn scalar_constants_read_back() {
+        let mut b = ArrayBuilder::new();
+        let x = b.input(Shape::Vector(2));
+        let c = b.constant(vec![2.5].into());
+        let c = b.reshape(c, Shape::Scalar);
+        let f = body(|t| vec![t[0] * t[1]], 2);
+        let y = b.map(f, &[x, c])[0];
+        let p = b.finish(&[y]).unwrap();
+        let q = round_trip(&p);
+        assert_eq!(p.to_string(), q.to_string());
+        assert_eq!(q.eval(&[&[1.0, 2.0]]).unwrap()[0], vec![2.5, 5.0]);
+    }
+
+    /// A body that calls a user rule is not written (rules are code).
+    #[test]
+    fn bodies_with_user_rules_are_not_written() {
+        struct Cube;
+        impl optic_ad::ScalarRule for Cube {
+            fn name(&self) -> &str {
+                "cube"
+            }
+            fn value(&self, x: f64) -> f64 {
+                x * x * x
+            }
+            fn pullback(&self, b: &mut Builder, x: Var, _: Var, ct: Var) -> Var {
+                let three = b.constant(3.0);
+                let xx = b.mul(x, x);
+                let d = b.mul(three, xx);
+                b.mul(ct, d)
+            }
+        }
+        let rule = optic_ad::CustomRule::new(Cube);
+        let f = body(|t| vec![t[0].apply_rule(&rule)], 1);
+        let mut b = ArrayBuilder::new();
+        let x = b.input(Shape::Vector(2));
+        let y = b.map(f, &[x])[0];
+        let p = b.finish(&[y]).unwrap();
+        let e = serde_json::to_string(&p).unwrap_err().to_string();
+        assert!(e.contains("user rule"), "{e}");
+    }
+
+    /// Counts and positions no buffer can hold are errors or NaN when
+    /// the program runs, never a panic: a pad at 2⁶³, a checkpointed
+    /// pullback of 2⁶¹ steps and 2⁶⁰ snapshots; a snapshot count the
+    /// scan's pullback never makes is refused on load, and so are steps
+    /// given in place of the tangent form's construction.
+    #[test]
+    fn absurd_sizes_are_errors_not_panics() {
+        let mut b = ArrayBuilder::new();
+        let x = b.input(Shape::Vector(1));
+        let big = 1usize << 63;
+        let padded = b.pad(x, big, big + 1);
+        let f = body(|t| vec![t[0].sin()], 1);
+        let m = b.map(f, &[padded])[0];
+        let y = b.sum(m);
+        let p = b.finish(&[y]).unwrap();
+        assert!(p.eval(&[&[1.0]]).is_err());
+        assert!(round_trip(&p).eval(&[&[1.0]]).is_err());
+
+        let add = json!({"n_inputs": 1, "ops": [{"Input": 0}, {"Apply": {"prim": "Add", "param": 0, "args": [0, 0]}}],
+                         "outputs": [1], "guards": [], "input_blocks": [1], "output_blocks": [1]});
+        let scan = |steps: u64| json!({"name": "scan", "params": [{"program": add}, {"int": steps}, {"int": 1}, {"int": 0}, {"int": 0}, {"flag": false}, {"ints": []}]});
+        let revolve = |steps: u64, snapshots: u64| {
+            json!({"inputs": [{"Vector": 1}, {"Vector": 1}],
+                   "ops": [{"input": 0}, {"input": 1},
+                           {"prim": {"op": {"name": "revolve", "params": [{"prim": scan(steps)}, {"int": snapshots}]}, "args": [0, 1]}}],
+                   "outputs": [2], "guards": []})
+        };
+        let q = load(revolve(1 << 61, 1 << 60)).unwrap();
+        let out = q.eval(&[&[1.0], &[1.0]]).unwrap();
+        assert!(out[0][0].is_nan(), "{out:?}");
+        // 2 steps of 1 snapshot (it would keep every carry), 0 snapshots.
+        assert!(load(revolve(2, 1)).is_err());
+        assert!(load(revolve(10, 0)).is_err());
+        assert!(load(revolve(10, 3)).is_ok());
+        // The steps of the tangent form are not taken from a file.
+        let mut three = revolve(10, 3);
+        three["ops"][2]["prim"]["op"]["params"]
             .as_array_mut()
             .unwrap()
-            .push(json!({"fill": {"value": "many", "shape": "scalar"}}));
-        assert!(load(bad).is_err());
+            .push(json!({"prim": scan(10)}));
+        assert!(load(three).is_err());
     }
 
     /// An operation a user defines is code: writing a program that holds

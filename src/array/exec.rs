@@ -90,6 +90,11 @@ fn view_of(p: &ArrayProgram, i: usize) -> Option<(usize, isize, usize, usize)> {
         return None;
     };
     let (shift, lo, hi) = prim.view(p.shapes[a.index()], p.shapes[i])?;
+    // Positions no buffer reaches (a program read from a file may say
+    // anything) are not read as views: the operation then runs, and its
+    // buffer's allocation fails as an error.
+    let limit = 1usize << 40;
+    (lo <= limit && hi <= limit && shift.unsigned_abs() <= limit).then_some(())?;
     Some((a.index(), shift, lo, hi))
 }
 
@@ -144,11 +149,11 @@ impl Plan {
             view[i] = Some(match view[a] {
                 // A view of a view: compose the shifts, intersect the ranges.
                 Some(w) => {
-                    let lo2 = (w.lo as isize - shift).max(0) as usize;
-                    let hi2 = (w.hi as isize - shift).max(0) as usize;
+                    let lo2 = (w.lo as isize).saturating_sub(shift).max(0) as usize;
+                    let hi2 = (w.hi as isize).saturating_sub(shift).max(0) as usize;
                     View {
                         root: w.root,
-                        shift: shift + w.shift,
+                        shift: shift.saturating_add(w.shift),
                         lo: lo.max(lo2),
                         hi: hi.min(hi2).max(lo.max(lo2)),
                     }

@@ -504,9 +504,10 @@ pub struct ArrayGuard {
 /// [`crate::array::ArrayWorkspace`]. It prints one instruction per line,
 /// with the shape of each value and map bodies as scalar programs. With
 /// the `serde` feature it is written and read back with serde: each
-/// operation of the table by name and [`ArrayPrimitive::params`], and a
-/// program read back is rebuilt through the [`ArrayBuilder`], which checks
-/// it (the book's chapter "Arrays", "Saving array programs").
+/// operation of the table by name and [`ArrayPrimitive::params`]; a
+/// program read back is checked instruction by instruction and is the
+/// program written (the book's chapter "Arrays", "Saving array
+/// programs").
 ///
 /// # Example
 ///

@@ -69,6 +69,7 @@ mod map;
 mod mat;
 pub(crate) mod matmul;
 mod nested;
+mod param;
 pub mod prims;
 mod serial;
 mod shape;
@@ -90,7 +91,7 @@ pub use ir::{
 pub use mat::Mat;
 pub use matmul::MatMulDims;
 pub use nested::{Level, Nested};
-pub use serial::{Param, ParamReader, PrimData};
+pub use param::{Param, ParamReader, PrimData};
 pub use shape::Shape;
 pub use taylor::{taylor, Directional, TaylorProgram};
 pub(crate) use trace::trace_hosted;

@@ -1,57 +1,27 @@
 //! The serialised form of array programs: each operation of the table
-//! writes its parameters as a list of [`Param`]s
+//! writes its parameters as a list of [`Param`](super::Param)s
 //! ([`ArrayPrimitive::params`]) and reads them back
 //! ([`ArrayPrimitive::from_params`]); with the `serde` feature an
-//! [`ArrayProgram`] is `Serialize` and `Deserialize` through them, and a
-//! program read back is rebuilt instruction by instruction through the
-//! [`ArrayBuilder`], which checks every shape, operand and parameter as
-//! it does for a traced program.
-
-use crate::program::Program;
+//! [`ArrayProgram`] is `Serialize` and `Deserialize` through them. A
+//! program read back is the program written, instruction for instruction;
+//! each is checked as the [`ArrayBuilder`](super::ArrayBuilder) checks
+//! what it records (operands, shapes by the operation's shape rule,
+//! parameters), but nothing is simplified or shared again.
 
 #[cfg(feature = "serde")]
-use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram, MAX_ARRAY_ARITY};
+use super::ir::{AVar, ArrayGuard, ArrayOp, ArrayProgram, MAX_ARRAY_ARITY};
 use super::ir::{ArrayPrim, ArrayPrimitive};
+#[cfg(feature = "serde")]
+use super::param::floats_serde;
+#[cfg(feature = "serde")]
+use super::param::Param;
+use super::param::PrimData;
+#[cfg(feature = "serde")]
 use super::shape::Shape;
 #[cfg(feature = "serde")]
 use crate::error::{Error, Malformation, Result};
-
-/// One parameter of an array operation, as its serialised form holds it
-/// (see [`ArrayPrimitive::params`]). Numbers are kept to the bit: with
-/// `serde`, a non-finite one is written as the tagged strings scalar
-/// programs use for their constants.
-#[derive(Clone, Debug)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-#[cfg_attr(feature = "serde", serde(rename_all = "snake_case"))]
-pub enum Param {
-    /// A count, length, axis or position.
-    Int(u64),
-    /// A flag.
-    Flag(bool),
-    /// A list of indices or small codes.
-    Ints(Vec<u64>),
-    /// Numbers (constant data).
-    Floats(#[cfg_attr(feature = "serde", serde(with = "floats_serde"))] Vec<f64>),
-    /// A shape.
-    Shape(Shape),
-    /// A scalar program (a loop's body).
-    Program(Program),
-    /// Another operation of the table, with its parameters (the steps a
-    /// checkpointed pullback runs).
-    Prim(PrimData),
-}
-
-/// An operation of the table in serialised form: its name
-/// ([`ArrayPrimitive::name`]) and its parameters.
-#[derive(Clone, Debug)]
-#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
-pub struct PrimData {
-    /// The operation's name.
-    pub name: String,
-    /// Its parameters, in the order its [`ArrayPrimitive::from_params`]
-    /// reads them.
-    pub params: Vec<Param>,
-}
+#[cfg(feature = "serde")]
+use crate::program::Program;
 
 impl PrimData {
     /// The serialised form of `prim`.
@@ -67,126 +37,6 @@ impl PrimData {
     /// user defines) or parameters it does not take.
     pub fn decode(&self) -> Option<ArrayPrim> {
         super::prims::decode(&self.name, &self.params)
-    }
-}
-
-/// Reads [`Param`]s in order, for [`ArrayPrimitive::from_params`]: each
-/// method takes the next parameter if it is of the asked kind, else gives
-/// `None`.
-///
-/// # Example
-///
-/// ```
-/// use optic_ad::array::{Param, ParamReader};
-///
-/// let params = [Param::Int(3), Param::Flag(true)];
-/// let mut r = ParamReader::new(&params);
-/// assert_eq!(r.usize(), Some(3));
-/// assert_eq!(r.flag(), Some(true));
-/// assert!(r.finish().is_some()); // nothing left over
-/// ```
-#[derive(Clone, Debug)]
-pub struct ParamReader<'a> {
-    rest: &'a [Param],
-}
-
-impl<'a> ParamReader<'a> {
-    /// A reader of `params`.
-    pub fn new(params: &'a [Param]) -> Self {
-        ParamReader { rest: params }
-    }
-
-    fn next(&mut self) -> Option<&'a Param> {
-        let (first, rest) = self.rest.split_first()?;
-        self.rest = rest;
-        Some(first)
-    }
-
-    /// The next parameter as a `usize` (an [`Param::Int`] that fits).
-    pub fn usize(&mut self) -> Option<usize> {
-        match self.next()? {
-            Param::Int(k) => usize::try_from(*k).ok(),
-            _ => None,
-        }
-    }
-
-    /// The next parameter as a flag.
-    pub fn flag(&mut self) -> Option<bool> {
-        match self.next()? {
-            Param::Flag(f) => Some(*f),
-            _ => None,
-        }
-    }
-
-    /// The next parameter as a list of integers.
-    pub fn ints(&mut self) -> Option<&'a [u64]> {
-        match self.next()? {
-            Param::Ints(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// The next parameter as numbers.
-    pub fn floats(&mut self) -> Option<&'a [f64]> {
-        match self.next()? {
-            Param::Floats(v) => Some(v),
-            _ => None,
-        }
-    }
-
-    /// The next parameter as a shape.
-    pub fn shape(&mut self) -> Option<Shape> {
-        match self.next()? {
-            Param::Shape(s) => Some(*s),
-            _ => None,
-        }
-    }
-
-    /// The next parameter as a scalar program.
-    pub fn program(&mut self) -> Option<&'a Program> {
-        match self.next()? {
-            Param::Program(p) => Some(p),
-            _ => None,
-        }
-    }
-
-    /// The next parameter as an operation of the crate's table.
-    pub fn prim(&mut self) -> Option<ArrayPrim> {
-        match self.next()? {
-            Param::Prim(d) => d.decode(),
-            _ => None,
-        }
-    }
-
-    /// Whether parameters remain.
-    pub fn is_empty(&self) -> bool {
-        self.rest.is_empty()
-    }
-
-    /// `Some(())` if every parameter was read (extra ones are an error).
-    pub fn finish(&self) -> Option<()> {
-        self.rest.is_empty().then_some(())
-    }
-}
-
-/// Numbers to the bit: each as a scalar program's constant is written.
-#[cfg(feature = "serde")]
-mod floats_serde {
-    use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
-    #[derive(Serialize, Deserialize)]
-    #[serde(transparent)]
-    struct Bits(#[serde(with = "crate::program::op::constant_serde")] f64);
-
-    pub fn serialize<S: Serializer>(v: &[f64], s: S) -> Result<S::Ok, S::Error> {
-        s.collect_seq(v.iter().map(|&c| Bits(c)))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<f64>, D::Error> {
-        Ok(Vec::<Bits>::deserialize(d)?
-            .into_iter()
-            .map(|b| b.0)
-            .collect())
     }
 }
 
@@ -236,6 +86,24 @@ struct ArrayProgramData {
     guards: Vec<GuardData>,
 }
 
+/// A body that calls a user rule: rules are code, and a program read back
+/// could not call them.
+#[cfg(feature = "serde")]
+const USER_RULES: Error = Error::Unsupported(
+    "serialising an array program whose map or loop body calls a user rule (rules are code, \
+     not data)",
+);
+
+/// Whether a body among `params` (at any depth) calls a user rule.
+#[cfg(feature = "serde")]
+fn holds_user_rules(params: &[Param]) -> bool {
+    params.iter().any(|p| match p {
+        Param::Program(body) => !body.custom_rules().is_empty(),
+        Param::Prim(d) => holds_user_rules(&d.params),
+        _ => false,
+    })
+}
+
 #[cfg(feature = "serde")]
 impl ArrayProgramData {
     fn of(p: &ArrayProgram) -> Result<ArrayProgramData> {
@@ -255,10 +123,15 @@ impl ArrayProgramData {
                     data: d.to_vec(),
                     shape: p.shapes[i],
                 },
-                ArrayOp::Map { body, args } => OpData::Map {
-                    body: (**body).clone(),
-                    args: ids(args),
-                },
+                ArrayOp::Map { body, args } => {
+                    if !body.custom_rules().is_empty() {
+                        return Err(USER_RULES);
+                    }
+                    OpData::Map {
+                        body: (**body).clone(),
+                        args: ids(args),
+                    }
+                }
                 ArrayOp::MapOut(k) => OpData::MapOut(*k),
                 ArrayOp::Prim { prim, args } => {
                     let data = PrimData::of(&**prim);
@@ -269,6 +142,9 @@ impl ArrayProgramData {
                             "serialising an array operation that is not in the crate's \
                              primitive table",
                         ));
+                    }
+                    if holds_user_rules(&data.params) {
+                        return Err(USER_RULES);
                     }
                     OpData::Prim {
                         op: data,
@@ -293,59 +169,79 @@ impl ArrayProgramData {
         })
     }
 
-    /// The program, rebuilt through the builder (which checks shapes and
-    /// operands as for a traced one).
+    /// The program as written, each instruction checked as the builder
+    /// checks it (operands earlier, shapes by the operation's shape rule,
+    /// parameters by its `from_params`), but neither simplified nor shared
+    /// again: the program read back is the program written.
     fn rebuild(self) -> Result<ArrayProgram> {
         let malformed = |m| Error::Malformed(m);
-        let mut b = ArrayBuilder::new();
-        let mut vals: Vec<AVar> = Vec::with_capacity(self.ops.len());
+        let n = self.ops.len();
+        let mut ops: Vec<ArrayOp> = Vec::with_capacity(n);
+        let mut shapes: Vec<Shape> = Vec::with_capacity(n);
         let mut inputs = 0;
-        // The last map: its instruction and its outputs.
-        let mut last_map: Option<(usize, Vec<AVar>)> = None;
+        // The last map: its instruction and its number of outputs.
+        let mut last_map: Option<(usize, usize)> = None;
         for (i, op) in self.ops.into_iter().enumerate() {
+            // Whether this instruction must be an output of the last map.
+            let pending = last_map.is_some_and(|(j, n_out)| i < j + n_out);
             let operands = |args: &[u32]| -> Result<Vec<AVar>> {
                 args.iter()
                     .map(|&a| {
-                        vals.get(a as usize)
-                            .copied()
+                        ((a as usize) < i)
+                            .then_some(AVar(a))
                             .ok_or(malformed(Malformation::LaterValue { instruction: i }))
                     })
                     .collect()
             };
-            let v = match op {
-                OpData::Input(k) => {
-                    let shape = match self.inputs.get(k as usize) {
-                        Some(&s) if k as usize == inputs => s,
-                        _ => {
-                            return Err(malformed(Malformation::BadInput {
-                                instruction: i,
-                                input: k as usize,
-                            }))
-                        }
-                    };
-                    inputs += 1;
-                    b.input(shape)
-                }
-                OpData::Fill { value, shape } => b.fill(value, shape),
+            let (op, shape) = match op {
+                OpData::Input(k) => match self.inputs.get(k as usize) {
+                    Some(&s) if k as usize == inputs => {
+                        inputs += 1;
+                        (ArrayOp::Input(k), s)
+                    }
+                    _ => {
+                        return Err(malformed(Malformation::BadInput {
+                            instruction: i,
+                            input: k as usize,
+                        }))
+                    }
+                },
+                OpData::Fill { value, shape } => (ArrayOp::Fill(value), shape),
                 OpData::Const { data, shape } => {
-                    if data.len() != shape.len() || shape == Shape::Scalar {
+                    if data.len() != shape.len() {
                         return Err(malformed(Malformation::Parameters { instruction: i }));
                     }
-                    b.constant_shaped(data.into(), shape)
+                    (ArrayOp::Const(data.into()), shape)
                 }
                 OpData::Map { body, args } => {
-                    if body.n_outputs() == 0 {
+                    let n_out = body.n_outputs();
+                    if n_out == 0 || body.n_inputs() != args.len() {
                         return Err(malformed(Malformation::Parameters { instruction: i }));
                     }
                     let args = operands(&args)?;
-                    let outs = b.map(std::sync::Arc::new(body), &args);
-                    let first = outs[0];
-                    last_map = Some((i, outs));
-                    first
+                    // Scalars broadcast; the vectors and matrices agree.
+                    let mut shape = Shape::Scalar;
+                    for a in &args {
+                        match (shape, shapes[a.index()]) {
+                            (_, Shape::Scalar) => {}
+                            (Shape::Scalar, s) => shape = s,
+                            (s, t) if s == t => {}
+                            (s, t) => {
+                                return Err(Error::ShapeMismatch {
+                                    what: "map: arguments",
+                                    expected: s,
+                                    got: t,
+                                })
+                            }
+                        }
+                    }
+                    last_map = Some((i, n_out));
+                    let body = std::sync::Arc::new(body);
+                    (ArrayOp::Map { body, args }, shape)
                 }
-                OpData::MapOut(k) => match &last_map {
-                    Some((j, outs)) if i - j == k as usize && (k as usize) < outs.len() => {
-                        outs[k as usize]
+                OpData::MapOut(k) => match last_map {
+                    Some((j, n_out)) if k >= 1 && i - j == k as usize && (k as usize) < n_out => {
+                        (ArrayOp::MapOut(k), shapes[j])
                     }
                     _ => return Err(malformed(Malformation::Parameters { instruction: i })),
                 },
@@ -369,28 +265,66 @@ impl ArrayProgramData {
                             }))
                         }
                     };
-                    b.apply_prim(prim, &args)
+                    let arg_shapes: Vec<Shape> = args.iter().map(|a| shapes[a.index()]).collect();
+                    let shape = prim.shape(&arg_shapes)?;
+                    let args = args.as_slice().into();
+                    (ArrayOp::Prim { prim, args }, shape)
                 }
             };
-            vals.push(v);
+            // A map's outputs follow it without a gap, and nothing else
+            // comes between.
+            if pending != matches!(op, ArrayOp::MapOut(_)) {
+                return Err(malformed(Malformation::Parameters { instruction: i }));
+            }
+            ops.push(op);
+            shapes.push(shape);
+        }
+        if let Some((j, n_out)) = last_map {
+            if j + n_out > n {
+                return Err(malformed(Malformation::Parameters { instruction: n }));
+            }
         }
         if inputs != self.inputs.len() {
             return Err(malformed(Malformation::MissingInput));
         }
         let value = |a: u32| {
-            vals.get(a as usize)
-                .copied()
+            ((a as usize) < n)
+                .then_some(AVar(a))
                 .ok_or(malformed(Malformation::DanglingReference))
         };
+        let mut guards = Vec::with_capacity(self.guards.len());
         for g in &self.guards {
-            b.guard(value(g.a)?, value(g.b)?, g.ordering);
+            let (a, b) = (value(g.a)?, value(g.b)?);
+            for v in [a, b] {
+                if shapes[v.index()] != Shape::Scalar {
+                    return Err(Error::ShapeMismatch {
+                        what: "guard operand",
+                        expected: Shape::Scalar,
+                        got: shapes[v.index()],
+                    });
+                }
+            }
+            guards.push(ArrayGuard {
+                a,
+                b,
+                ordering: g.ordering,
+            });
         }
         let outputs = self
             .outputs
             .iter()
             .map(|&o| value(o))
             .collect::<Result<Vec<AVar>>>()?;
-        b.finish(&outputs)
+        Ok(ArrayProgram {
+            input_shapes: self.inputs,
+            ops,
+            shapes,
+            outputs,
+            guards,
+            defect: None,
+            id: 0,
+        }
+        .with_fresh_id())
     }
 }
 
@@ -412,11 +346,15 @@ impl serde::Serialize for ArrayProgram {
     }
 }
 
-/// Reads a program and rebuilds it instruction by instruction through the
-/// [`ArrayBuilder`]: shapes, operands and parameters are checked as for a
-/// traced program (a malformed one is the deserializer's custom error
-/// with the [`Error`]'s message), and the result evaluates to the same
-/// bits as the program written.
+/// Reads a program instruction by instruction, checking each as the
+/// [`ArrayBuilder`](super::ArrayBuilder) checks what it records:
+/// operands (earlier values), shapes (the operation's shape rule) and
+/// parameters (a malformed program is the deserializer's custom error
+/// with the [`Error`]'s message). Nothing is simplified or shared again:
+/// the result is the program written, printing the same and giving the
+/// same bits. A well-formed file may still ask for
+/// much work (a loop of 2⁶⁰ steps): check the sizes of programs taken
+/// from others before running them.
 #[cfg(feature = "serde")]
 impl<'de> serde::Deserialize<'de> for ArrayProgram {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {

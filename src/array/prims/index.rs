@@ -108,7 +108,7 @@ impl ArrayPrimitive for Slice {
     }
 
     fn view(&self, _: Shape, out: Shape) -> Option<(isize, usize, usize)> {
-        Some((self.start as isize, 0, out.len()))
+        Some((isize::try_from(self.start).ok()?, 0, out.len()))
     }
 }
 
@@ -207,7 +207,8 @@ impl ArrayPrimitive for Pad {
     }
 
     fn view(&self, arg: Shape, _: Shape) -> Option<(isize, usize, usize)> {
-        Some((-(self.start as isize), self.start, self.start + arg.len()))
+        let shift = isize::try_from(self.start).ok()?.checked_neg()?;
+        Some((shift, self.start, self.start.checked_add(arg.len())?))
     }
 }
 

@@ -389,9 +389,14 @@ impl ArrayPrimitive for Concat {
                 got: 0,
             });
         }
-        let mut n = 0;
+        let mut n: usize = 0;
         for &a in args {
-            n += piece_len(a)?;
+            n = n
+                .checked_add(piece_len(a)?)
+                .ok_or(Error::AllocationFailed {
+                    what: "concat: elements",
+                    elements: usize::MAX,
+                })?;
         }
         Ok(Shape::Vector(n))
     }

@@ -787,6 +787,10 @@ pub struct Revolve {
     /// the scan's own pullback scan (see [`Revolve::tangent_revolve`]):
     /// the same function, laid out as that one.
     reverse: Option<ArrayPrim>,
+    /// The instruction this one is [`Revolve::tangent_revolve`] of (a copy
+    /// with caches of its own, so that no cycle of references forms): how
+    /// it is written and read back, so that a file never gives the steps.
+    origin: Option<Box<Revolve>>,
     derived: Arc<RevolveDerived>,
 }
 
@@ -821,6 +825,7 @@ impl Revolve {
             scan,
             snapshots,
             reverse: None,
+            origin: None,
             derived: Arc::default(),
         }
     }
@@ -891,6 +896,10 @@ impl Revolve {
                     scan: s.clone(),
                     snapshots: self.snapshots,
                     reverse: Some(reverse),
+                    origin: Some(Box::new(Revolve {
+                        derived: Arc::default(),
+                        ..self.clone()
+                    })),
                     derived: Arc::default(),
                 }))
             })
@@ -1175,7 +1184,13 @@ impl ArrayPrimitive for Revolve {
         }
         let s = &self.scan;
         // The scan's shape rule has checked that xs · steps fits.
-        Ok(Shape::Vector(s.carry + s.consts + s.xs * s.steps))
+        s.xs.checked_mul(s.steps)
+            .and_then(|n| n.checked_add(s.carry + s.consts))
+            .map(Shape::Vector)
+            .ok_or(Error::AllocationFailed {
+                what: "revolve: cotangents",
+                elements: usize::MAX,
+            })
     }
 
     fn key(&self, words: &mut Vec<u64>) {
@@ -1186,45 +1201,42 @@ impl ArrayPrimitive for Revolve {
         }
     }
 
+    /// The scan and the snapshots; for the tangent form (the checkpointed
+    /// pullback of the pushforward scan, built for second derivatives),
+    /// the instruction it is the tangent of and a flag, so that it is
+    /// rebuilt by the same construction, never from steps a file gives.
     fn params(&self) -> Vec<Param> {
-        let mut params = vec![
-            Param::Prim(PrimData::of(&self.scan)),
-            Param::Int(self.snapshots as u64),
-        ];
-        if let Some(r) = &self.reverse {
-            params.push(Param::Prim(PrimData::of(&**r)));
+        let data = |p: &dyn ArrayPrimitive| PrimData {
+            name: p.name().to_owned(),
+            params: p.params(),
+        };
+        match &self.origin {
+            Some(o) => vec![Param::Prim(data(&**o)), Param::Flag(true)],
+            None => vec![
+                Param::Prim(data(&self.scan)),
+                Param::Int(self.snapshots as u64),
+            ],
         }
-        params
     }
 
     fn from_params(params: &[Param]) -> Option<Self> {
-        let mut r = ParamReader::new(params);
-        let scan = r.prim()?.downcast_ref::<Scan>()?.clone();
-        let snapshots = r.usize()?;
-        let reverse = if r.is_empty() { None } else { Some(r.prim()?) };
-        r.finish()?;
-        let mut revolve = Revolve::new(scan, snapshots);
-        if let Some(rev) = reverse {
-            // The steps in place of the scan's pullback scan: a scan that
-            // runs the other way over as many steps, whose carry is the
-            // cotangent of (carry, constants) and whose outputs are those
-            // the schedule reads (checked as `tangent_reverse` lays them
-            // out: see `Revolve::eval`).
-            let s = &revolve.scan;
-            let r = rev.downcast_ref::<Scan>()?;
-            let (k, p, x, y) = (s.carry, s.consts, s.xs, s.ys());
-            let fits = r.steps == s.steps
-                && r.reverse != s.reverse
-                && r.carry == k + p
-                && r.consts == p
-                && r.xs == k + x + y
-                && r.body.program().n_outputs() == k + p + x;
-            if !fits {
-                return None;
+        match params {
+            [Param::Prim(o), Param::Flag(true)] if o.name == "revolve" => {
+                let t = Revolve::from_params(&o.params)?.tangent_revolve()?;
+                t.downcast_ref::<Revolve>().cloned()
             }
-            revolve.reverse = Some(rev);
+            [Param::Prim(scan), Param::Int(snapshots)] if scan.name == "scan" => {
+                let scan = Scan::from_params(&scan.params)?;
+                let snapshots = usize::try_from(*snapshots).ok()?;
+                // As the scan's pullback makes it: fewer snapshots than
+                // would keep every carry, at least one.
+                if snapshots == 0 || snapshots >= scan.steps.saturating_sub(1) {
+                    return None;
+                }
+                Some(Revolve::new(scan, snapshots))
+            }
+            _ => None,
         }
-        Some(revolve)
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -1262,10 +1274,16 @@ impl ArrayPrimitive for Revolve {
         let (nf_in, nf_out) = (k + x + p, k + y);
         let (nr_in, nr_out) = (k + p + k + x + y + p, k + p + x);
         scratch.clear();
-        scratch.resize(
-            (self.snapshots + 1) * k + k + nf_in + nf_out + nr_in + nr_out,
-            0.0,
-        );
+        // A count past memory (a program read from a file may hold one)
+        // fails as the body's errors do: NaN.
+        let len = (self.snapshots.saturating_add(1))
+            .checked_mul(k)
+            .and_then(|s| s.checked_add(k + nf_in + nf_out + nr_in + nr_out));
+        let grown = len.map(|len| crate::error::grow_to("revolve: snapshots", scratch, len, 0.0));
+        if !matches!(grown, Some(Ok(()))) {
+            out.fill(f64::NAN);
+            return;
+        }
         let (snaps, rest) = scratch.split_at_mut((self.snapshots + 1) * k);
         let (work, rest) = rest.split_at_mut(k);
         let (f_in, rest) = rest.split_at_mut(nf_in);

@@ -1,5 +1,5 @@
 //! The array primitive table: one definition per operation
-//! ([`ArrayPrimitive`](super::ArrayPrimitive)), grouped by family as the
+//! ([`ArrayPrimitive`]), grouped by family as the
 //! scalar table is:
 //!
 //! * `reduce`: `sum`, `sum_axis`, `cumsum`;
@@ -12,7 +12,8 @@
 //! Each family file also holds the [`ArrayBuilder`](super::ArrayBuilder) methods that build its
 //! operations, and a list of example instances that the tests walk
 //! ([`examples`]): every operation there is checked for every rule without
-//! the tests naming it.
+//! the tests naming it. A table of names ([`ArrayPrimitive::name`]) reads
+//! operations back from their parameters, for programs written with serde.
 
 mod index;
 mod layout;
@@ -34,10 +35,6 @@ use super::Param;
 use crate::error::{Error, Result};
 use crate::program::{Builder, Var};
 
-/// Instances of every operation of the table with the shapes of their
-/// operands, for operands of about `n` elements (`n ≥ 2`): what the
-/// table's tests walk, so that an operation added to a family's list is
-/// tested for every rule without the tests naming it.
 /// A decoder of the table: the operation of type `P` from its parameters.
 type Decoder = fn(&[Param]) -> Option<ArrayPrim>;
 
@@ -97,6 +94,10 @@ pub(crate) fn in_table(prim: &ArrayPrim) -> bool {
         .any(|(n, t, _)| *t == id && *n == prim.name())
 }
 
+/// Instances of every operation of the table with the shapes of their
+/// operands, for operands of about `n` elements (`n ≥ 2`): what the
+/// table's tests walk, so that an operation added to a family's list is
+/// tested for every rule without the tests naming it.
 #[doc(hidden)]
 pub fn examples(n: usize) -> Vec<(ArrayPrim, Vec<Shape>)> {
     let mut all = Vec::new();
