@@ -315,6 +315,17 @@ fn exercise(p: &Program, reach: &Reach) {
     }
 }
 
+/// Replaces the number that starts at or after byte `at` of `s` by `tok`.
+fn replace_number(s: &mut String, at: usize, tok: &str) {
+    if let Some(off) = s[at..].find(|c: char| c.is_ascii_digit()) {
+        let start = at + off;
+        let end = s[start..]
+            .find(|c: char| !c.is_ascii_digit())
+            .map_or(s.len(), |e| start + e);
+        s.replace_range(start..end, tok);
+    }
+}
+
 /// The JSON of a fixed valid program, the base of the mutations.
 fn valid_program_json() -> String {
     let p = trace(
@@ -369,15 +380,8 @@ fn fuzz_program_from_json_text() {
             ])
         )
             .prop_map(move |(at, tok)| {
-                // Replace the number that starts at or after `at`.
                 let mut s = valid_program_json();
-                if let Some(off) = s[at..].find(|c: char| c.is_ascii_digit()) {
-                    let start = at + off;
-                    let end = s[start..]
-                        .find(|c: char| !c.is_ascii_digit())
-                        .map_or(s.len(), |e| start + e);
-                    s.replace_range(start..end, tok);
-                }
+                replace_number(&mut s, at, tok);
                 s
             }),
     ];
@@ -1172,15 +1176,8 @@ fn fuzz_array_program_from_json() {
             return;
         };
         if let Some((at, tok)) = &mutation {
-            // Replace the number that starts at or after a random place.
             let at = at.index(text.len());
-            if let Some(off) = text[at..].find(|c: char| c.is_ascii_digit()) {
-                let start = at + off;
-                let end = text[start..]
-                    .find(|c: char| !c.is_ascii_digit())
-                    .map_or(text.len(), |e| start + e);
-                text.replace_range(start..end, tok);
-            }
+            replace_number(&mut text, at, tok);
         }
         let Ok(q) = serde_json::from_str::<ArrayProgram>(&text) else {
             return;

@@ -407,9 +407,10 @@ mod arrays {
         let q = load(revolve(1 << 61, 1 << 60)).unwrap();
         let out = q.eval(&[&[1.0], &[1.0]]).unwrap();
         assert!(out[0][0].is_nan(), "{out:?}");
-        // 2 steps of 1 snapshot (it would keep every carry), 0 snapshots.
-        assert!(load(revolve(2, 1)).is_err());
+        // Snapshots as `Revolve::new` makes them: 1 to the steps.
+        assert!(load(revolve(2, 1)).is_ok());
         assert!(load(revolve(10, 0)).is_err());
+        assert!(load(revolve(10, 11)).is_err());
         assert!(load(revolve(10, 3)).is_ok());
         // The steps of the tangent form are not taken from a file.
         let mut three = revolve(10, 3);
@@ -418,6 +419,68 @@ mod arrays {
             .unwrap()
             .push(json!({"prim": scan(10)}));
         assert!(load(three).is_err());
+        // The tangent form is (origin, true), its origin a revolve, at
+        // most 8 deep: deeper is refused before it is derived (each level
+        // costs about four times the one below).
+        let base = json!({"name": "revolve", "params": [{"prim": scan(10)}, {"int": 3}]});
+        let tangent = |depth: usize, flag: bool| {
+            let mut o = base.clone();
+            for _ in 0..depth {
+                o = json!({"name": "revolve", "params": [{"prim": o}, {"flag": flag}]});
+            }
+            let mut v = revolve(10, 3);
+            v["ops"][2]["prim"]["op"] = o;
+            load(v).unwrap_err()
+        };
+        // Decoded (then refused by the shape rule: a tangent form takes
+        // the operands and their tangents).
+        assert!(
+            !tangent(2, true).contains("parameters"),
+            "{}",
+            tangent(2, true)
+        );
+        assert!(tangent(2, false).contains("parameters"));
+        assert!(tangent(9, true).contains("parameters"));
+        let mut not_revolve = revolve(10, 3);
+        not_revolve["ops"][2]["prim"]["op"]["params"] = json!([{"prim": scan(10)}, {"flag": true}]);
+        assert!(load(not_revolve).unwrap_err().contains("parameters"));
+    }
+
+    /// A broadcast of an operand of the value's own shape (the builder
+    /// never records one; a file may) is that operand, in the value and in
+    /// the gradient.
+    #[test]
+    fn a_broadcast_to_its_own_shape_is_the_identity() {
+        let v = json!({"inputs": [{"Vector": 3}],
+                       "ops": [{"input": 0}, {"prim": {"op": {"name": "broadcast", "params": [{"shape": {"Vector": 3}}]}, "args": [0]}}],
+                       "outputs": [1], "guards": []});
+        let q = load(v).unwrap();
+        let x = [1.0, 2.0, 3.0];
+        assert_eq!(q.eval(&[&x]).unwrap()[0], x.to_vec());
+        assert_eq!(q.unroll().unwrap().eval(&x).unwrap(), x.to_vec());
+        let g = reverse_joint(&q).unwrap();
+        let out = g.eval(&[&x, &[0.5, -1.0, 2.0]]).unwrap();
+        assert_eq!(out[1], vec![0.5, -1.0, 2.0]);
+    }
+
+    /// A map that reads a fill (the builder folds fills into bodies) is
+    /// refused on load.
+    #[test]
+    fn maps_over_fills_are_refused() {
+        let mut b = ArrayBuilder::new();
+        let x = b.input(Shape::Vector(2));
+        let f = body(|t| vec![t[0] * t[1]], 2);
+        let y = b.map(f, &[x, x])[0];
+        let p = b.finish(&[y]).unwrap();
+        let mut v = serde_json::to_value(&p).unwrap();
+        assert!(load(v.clone()).is_ok());
+        let ops = v["ops"].as_array_mut().unwrap();
+        let at = ops.iter().position(|o| o.get("map").is_some()).unwrap();
+        ops.insert(at, json!({"fill": {"value": 0.0, "shape": "Scalar"}}));
+        // Renumber: the map now reads the fill as its second argument.
+        ops[at + 1]["map"]["args"] = json!([0, at]);
+        v["outputs"] = json!([at + 1]);
+        assert!(load(v).unwrap_err().contains("parameters"));
     }
 
     /// An operation a user defines is code: writing a program that holds

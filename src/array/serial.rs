@@ -219,6 +219,16 @@ impl ArrayProgramData {
                         return Err(malformed(Malformation::Parameters { instruction: i }));
                     }
                     let args = operands(&args)?;
+                    // The builder folds fills into the body; one kept as
+                    // an argument would be folded by the transforms of the
+                    // program read back, and their values would differ
+                    // from its own at ±∞ and NaN.
+                    if args
+                        .iter()
+                        .any(|a| matches!(ops[a.index()], ArrayOp::Fill(_)))
+                    {
+                        return Err(malformed(Malformation::Parameters { instruction: i }));
+                    }
                     // Scalars broadcast; the vectors and matrices agree.
                     let mut shape = Shape::Scalar;
                     for a in &args {

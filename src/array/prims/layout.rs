@@ -51,14 +51,21 @@ impl ArrayPrimitive for Broadcast {
         format!("broadcast {}", args.join(", "))
     }
 
+    /// An operand of the value's own shape is the value (the builder
+    /// never records that case; a program read from a file may hold it).
     fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
-        if let [a] = args {
-            out.fill(a.first().copied().unwrap_or(0.0));
+        match args {
+            [a] if a.len() == out.len() && a.len() != 1 => out.copy_from_slice(a),
+            [a] => out.fill(a.first().copied().unwrap_or(0.0)),
+            _ => {}
         }
     }
 
-    fn pullback(&self, b: &mut ArrayBuilder, _: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
-        vec![Some(b.sum(ct))]
+    fn pullback(&self, b: &mut ArrayBuilder, args: &[AVar], ct: AVar) -> Vec<Option<AVar>> {
+        match args {
+            [a] if b.shape(*a) == self.shape => vec![Some(ct)],
+            _ => vec![Some(b.sum(ct))],
+        }
     }
 
     fn pushforward(

@@ -1007,6 +1007,30 @@ impl Revolve {
         Some((part(b, 0), part(b, 1)))
     }
 
+    /// [`ArrayPrimitive::from_params`] at `depth` tangent forms inside
+    /// another. The depth is bounded: each level derives the scans again
+    /// (the work grows about fourfold per level), and the crate makes one
+    /// level per derivative taken over a checkpointed pullback.
+    fn read(params: &[Param], depth: usize) -> Option<Revolve> {
+        const MAX_DEPTH: usize = 8;
+        match params {
+            [Param::Prim(o), Param::Flag(true)] if o.name == "revolve" && depth < MAX_DEPTH => {
+                let t = Revolve::read(&o.params, depth + 1)?.tangent_revolve()?;
+                t.downcast_ref::<Revolve>().cloned()
+            }
+            [Param::Prim(scan), Param::Int(snapshots)] if scan.name == "scan" => {
+                let scan = Scan::from_params(&scan.params)?;
+                let snapshots = usize::try_from(*snapshots).ok()?;
+                // As `Revolve::new` makes it: between 1 and the steps.
+                if snapshots == 0 || snapshots > scan.steps.max(1) {
+                    return None;
+                }
+                Some(Revolve::new(scan, snapshots))
+            }
+            _ => None,
+        }
+    }
+
     /// The operands of the pushforward scan `∂⃗S`: each of `S`'s operands
     /// followed by its tangent.
     fn tangent_operands(b: &mut ArrayBuilder, args: &[AVar], dots: &[AVar]) -> Vec<AVar> {
@@ -1220,23 +1244,7 @@ impl ArrayPrimitive for Revolve {
     }
 
     fn from_params(params: &[Param]) -> Option<Self> {
-        match params {
-            [Param::Prim(o), Param::Flag(true)] if o.name == "revolve" => {
-                let t = Revolve::from_params(&o.params)?.tangent_revolve()?;
-                t.downcast_ref::<Revolve>().cloned()
-            }
-            [Param::Prim(scan), Param::Int(snapshots)] if scan.name == "scan" => {
-                let scan = Scan::from_params(&scan.params)?;
-                let snapshots = usize::try_from(*snapshots).ok()?;
-                // As the scan's pullback makes it: fewer snapshots than
-                // would keep every carry, at least one.
-                if snapshots == 0 || snapshots >= scan.steps.saturating_sub(1) {
-                    return None;
-                }
-                Some(Revolve::new(scan, snapshots))
-            }
-            _ => None,
-        }
+        Revolve::read(params, 0)
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
