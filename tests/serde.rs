@@ -171,6 +171,14 @@ mod arrays {
         array::trace(|x: &[array::TArray]| model(&x[0]), &[&[0.5, -0.25, 1.0]]).unwrap()
     }
 
+    /// `p` and `q` give the same bits at `inputs`.
+    fn same_bits(p: &ArrayProgram, q: &ArrayProgram, inputs: &[Vec<f64>]) {
+        let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+        let bits =
+            |v: Vec<Vec<f64>>| -> Vec<u64> { v.concat().iter().map(|x| x.to_bits()).collect() };
+        assert_eq!(bits(p.eval(&refs).unwrap()), bits(q.eval(&refs).unwrap()));
+    }
+
     fn load(v: serde_json::Value) -> Result<ArrayProgram, String> {
         serde_json::from_value::<ArrayProgram>(v).map_err(|e| e.to_string())
     }
@@ -188,13 +196,7 @@ mod arrays {
                 .iter()
                 .map(|s| (0..s.len()).map(|i| 0.3 - 0.2 * i as f64).collect())
                 .collect();
-            let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
-            let bits =
-                |v: Vec<Vec<f64>>| -> Vec<u64> { v.concat().iter().map(|x| x.to_bits()).collect() };
-            assert_eq!(
-                bits(q.eval(&refs).unwrap()),
-                bits(back.eval(&refs).unwrap())
-            );
+            same_bits(q, &back, &inputs);
         }
         // The gradient read back against the function on plain numbers'
         // num-dual derivative.
@@ -238,13 +240,7 @@ mod arrays {
             .enumerate()
             .map(|(k, s)| vec![[2.9, 1.0, 0.5, 1.0][k % 4]; s.len()])
             .collect();
-        let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
-        let bits =
-            |v: Vec<Vec<f64>>| -> Vec<u64> { v.concat().iter().map(|x| x.to_bits()).collect() };
-        assert_eq!(
-            bits(hvp.eval(&refs).unwrap()),
-            bits(back.eval(&refs).unwrap())
-        );
+        same_bits(&hvp, &back, &inputs);
     }
 
     #[test]

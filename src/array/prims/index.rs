@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use super::{only, operands, scalar_sum, vector_len};
+use super::{only, operands, read_start_len, scalar_sum, start_len_params, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::array::{Param, ParamReader};
 use crate::error::{check_len, Error, Result};
@@ -48,13 +48,11 @@ impl ArrayPrimitive for Slice {
     }
 
     fn params(&self) -> Vec<Param> {
-        vec![Param::Int(self.start as u64), Param::Int(self.len as u64)]
+        start_len_params(self.start, self.len)
     }
 
     fn from_params(params: &[Param]) -> Option<Self> {
-        let mut r = ParamReader::new(params);
-        let (start, len) = (r.usize()?, r.usize()?);
-        r.finish()?;
+        let (start, len) = read_start_len(params)?;
         Some(Slice { start, len })
     }
 
@@ -145,13 +143,11 @@ impl ArrayPrimitive for Pad {
     }
 
     fn params(&self) -> Vec<Param> {
-        vec![Param::Int(self.start as u64), Param::Int(self.len as u64)]
+        start_len_params(self.start, self.len)
     }
 
     fn from_params(params: &[Param]) -> Option<Self> {
-        let mut r = ParamReader::new(params);
-        let (start, len) = (r.usize()?, r.usize()?);
-        r.finish()?;
+        let (start, len) = read_start_len(params)?;
         Some(Pad { start, len })
     }
 

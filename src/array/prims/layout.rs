@@ -1,7 +1,7 @@
 //! Layout: repeating a scalar or a vector, joining scalars and vectors
 //! into one vector, reshaping and transposing.
 
-use super::{matrix_dims, only, operands, vector_len};
+use super::{matrix_dims, only, operands, read_shape, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayOp, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
 use crate::array::kernels::{axis_len, broadcast_axis_into, transpose_into};
 use crate::array::{Param, ParamReader};
@@ -41,10 +41,9 @@ impl ArrayPrimitive for Broadcast {
     }
 
     fn from_params(params: &[Param]) -> Option<Self> {
-        let mut r = ParamReader::new(params);
-        let shape = r.shape()?;
-        r.finish()?;
-        Some(Broadcast { shape })
+        Some(Broadcast {
+            shape: read_shape(params)?,
+        })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {
@@ -216,10 +215,9 @@ impl ArrayPrimitive for Reshape {
     }
 
     fn from_params(params: &[Param]) -> Option<Self> {
-        let mut r = ParamReader::new(params);
-        let shape = r.shape()?;
-        r.finish()?;
-        Some(Reshape { shape })
+        Some(Reshape {
+            shape: read_shape(params)?,
+        })
     }
 
     fn print(&self, args: &[String], _: Shape) -> String {

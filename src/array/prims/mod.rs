@@ -31,7 +31,7 @@ pub use reduce::*;
 use std::any::TypeId;
 
 use super::ir::{ArrayPrim, ArrayPrimitive, Shape};
-use super::Param;
+use super::{Param, ParamReader};
 use crate::error::{Error, Result};
 use crate::program::{Builder, Var};
 
@@ -111,6 +111,28 @@ pub fn examples(n: usize) -> Vec<(ArrayPrim, Vec<Shape>)> {
 
 /// The tangent of the one operand of a unary operation (`None`: a
 /// structural zero).
+/// The parameters of an operation placed at `start` with length `len`
+/// (slice, pad).
+fn start_len_params(start: usize, len: usize) -> Vec<Param> {
+    vec![Param::Int(start as u64), Param::Int(len as u64)]
+}
+
+/// What [`start_len_params`] wrote.
+fn read_start_len(params: &[Param]) -> Option<(usize, usize)> {
+    let mut r = ParamReader::new(params);
+    let (start, len) = (r.usize()?, r.usize()?);
+    r.finish()?;
+    Some((start, len))
+}
+
+/// A shape as the only parameter (broadcast, reshape).
+fn read_shape(params: &[Param]) -> Option<Shape> {
+    let mut r = ParamReader::new(params);
+    let shape = r.shape()?;
+    r.finish()?;
+    Some(shape)
+}
+
 fn only(tangents: &[Option<crate::array::ir::AVar>]) -> Option<crate::array::ir::AVar> {
     tangents.first().copied().flatten()
 }
