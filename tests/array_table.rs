@@ -430,22 +430,11 @@ fn every_operation_reads_back_from_its_parameters() {
                 let q: ArrayProgram = serde_json::from_str(&json).unwrap();
                 assert_eq!(p.to_string(), q.to_string(), "{prim:?}, order {order}");
                 let total: usize = p.input_shapes().iter().map(|s| s.len()).sum();
-                let x = values(total, 5 + i as u64);
-                let mut rest = x.as_slice();
-                let inputs: Vec<&[f64]> = p
-                    .input_shapes()
-                    .iter()
-                    .map(|s| {
-                        let (a, b) = rest.split_at(s.len());
-                        rest = b;
-                        a
-                    })
-                    .collect();
-                let (a, b) = (p.eval(&inputs).unwrap(), q.eval(&inputs).unwrap());
-                let bits = |v: &[Vec<f64>]| -> Vec<u64> {
-                    v.concat().iter().map(|x| x.to_bits()).collect()
-                };
-                assert_eq!(bits(&a), bits(&b), "{prim:?}, order {order}");
+                let inputs = split(&values(total, 5 + i as u64), p.input_shapes());
+                let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
+                if let Err(e) = crate::arrays::same_bits(&p, &q, &refs) {
+                    panic!("{prim:?}, order {order}: {e}");
+                }
             }
         }
     }

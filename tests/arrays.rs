@@ -1037,7 +1037,11 @@ fn map_count(p: &ArrayProgram) -> usize {
 }
 
 /// Output `k` of `p` and `q` on `inputs`, bit for bit (NaN as NaN).
-fn same_bits(p: &ArrayProgram, q: &ArrayProgram, inputs: &[&[f64]]) -> Result<(), String> {
+pub(crate) fn same_bits(
+    p: &ArrayProgram,
+    q: &ArrayProgram,
+    inputs: &[&[f64]],
+) -> Result<(), String> {
     same_outputs(
         &p.eval(inputs).map_err(|e| e.to_string())?,
         &q.eval(inputs).map_err(|e| e.to_string())?,
@@ -1045,7 +1049,7 @@ fn same_bits(p: &ArrayProgram, q: &ArrayProgram, inputs: &[&[f64]]) -> Result<()
 }
 
 /// Two runs' outputs have the same bits (any NaN equal to any NaN).
-fn same_outputs(x: &[Vec<f64>], y: &[Vec<f64>]) -> Result<(), String> {
+pub(crate) fn same_outputs(x: &[Vec<f64>], y: &[Vec<f64>]) -> Result<(), String> {
     if x.len() != y.len() {
         return Err(format!("{} vs {} outputs", x.len(), y.len()));
     }

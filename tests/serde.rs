@@ -171,12 +171,13 @@ mod arrays {
         array::trace(|x: &[array::TArray]| model(&x[0]), &[&[0.5, -0.25, 1.0]]).unwrap()
     }
 
-    /// `p` and `q` give the same bits at `inputs`.
+    /// `p` and `q` give the same bits at `inputs` (the array tests'
+    /// comparison).
     fn same_bits(p: &ArrayProgram, q: &ArrayProgram, inputs: &[Vec<f64>]) {
         let refs: Vec<&[f64]> = inputs.iter().map(Vec::as_slice).collect();
-        let bits =
-            |v: Vec<Vec<f64>>| -> Vec<u64> { v.concat().iter().map(|x| x.to_bits()).collect() };
-        assert_eq!(bits(p.eval(&refs).unwrap()), bits(q.eval(&refs).unwrap()));
+        if let Err(e) = crate::arrays::same_bits(p, q, &refs) {
+            panic!("{e}");
+        }
     }
 
     fn load(v: serde_json::Value) -> Result<ArrayProgram, String> {

@@ -23,6 +23,18 @@ use crate::error::{Error, Malformation, Result};
 #[cfg(feature = "serde")]
 use crate::program::Program;
 
+/// # Example
+///
+/// ```
+/// use optic_ad::array::prims::Slice;
+/// use optic_ad::array::PrimData;
+///
+/// let data = PrimData::of(&Slice { start: 2, len: 3 });
+/// assert_eq!(data.name, "slice");
+/// let back = data.decode().unwrap(); // the operation of the table
+/// assert_eq!(back.downcast_ref::<Slice>(), Some(&Slice { start: 2, len: 3 }));
+/// assert!(PrimData { name: "frobnicate".into(), params: vec![] }.decode().is_none());
+/// ```
 impl PrimData {
     /// The serialised form of `prim`.
     pub fn of(prim: &dyn ArrayPrimitive) -> PrimData {
@@ -134,7 +146,6 @@ impl ArrayProgramData {
                 }
                 ArrayOp::MapOut(k) => OpData::MapOut(*k),
                 ArrayOp::Prim { prim, args } => {
-                    let data = PrimData::of(&**prim);
                     // An operation the table does not hold (a user's)
                     // could not be read back: refused here, not later.
                     if !super::prims::in_table(prim) {
@@ -143,6 +154,7 @@ impl ArrayProgramData {
                              primitive table",
                         ));
                     }
+                    let data = PrimData::of(&**prim);
                     if holds_user_rules(&data.params) {
                         return Err(USER_RULES);
                     }
