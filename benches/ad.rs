@@ -668,7 +668,6 @@ fn bench_hessian(c: &mut Criterion) {
 /// Rosenbrock written with the array API at n = 10⁴ … 10⁷: gradient and
 /// HVP against the plain `f64` loop, and the cost of building.
 fn bench_arrays_rosenbrock(c: &mut Criterion) {
-    use optic_ad::array;
     let mut g = c.benchmark_group("arrays_rosenbrock");
     g.sample_size(10);
     for n in [10_000usize, 100_000, 1_000_000, 10_000_000] {
@@ -714,7 +713,7 @@ fn bench_arrays_rosenbrock(c: &mut Criterion) {
         // Taylor mode: dᵏ/dtᵏ f(x + t v), k ≤ 4, whose second entry is
         // vᵀ H v (checked against the HVP above).
         if n <= 1_000_000 {
-            let mut d = array::Directional::new(rosenbrock_array, &x, 4).unwrap();
+            let mut d = optic_ad::Directional::array(rosenbrock_array, &x, 4).unwrap();
             let mut dk = [0.0; 5];
             d.eval(&x, &v, &mut dk).unwrap();
             let vhv: f64 = v.iter().zip(&hv).map(|(a, b)| a * b).sum();

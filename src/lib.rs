@@ -110,8 +110,8 @@ pub use backend::{Executable, Registers};
 pub use differentiable::{leaf_names, Carry, Differentiable, Leaves, Point, Rebuild, Tangent};
 pub use drivers::{
     d3, derivative, derivative_with_error, gradient, hessian, hvp, jacobian, jvp, pullback, taylor,
-    value_and_gradient, vjp, Derivatives, Gradient, Hvp, IntoTraced, LeafFunction, OnArray,
-    OnPoint, Pullback,
+    value_and_gradient, vjp, Derivatives, Directional, Gradient, Hvp, IntoTraced, LeafFunction,
+    OnArray, OnPoint, Pullback,
 };
 pub use error::{Error, Malformation, Result, RuleMisuse};
 pub use functor::{nest, reverse, Nested, ReverseOptic};

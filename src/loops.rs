@@ -65,8 +65,7 @@ use crate::error::{Error, Result};
 /// ```
 /// use approx::assert_relative_eq;
 /// use num_dual::Dual64;
-/// use optic_ad::array::{self, Array};
-/// use optic_ad::{fold, Real, Result};
+/// use optic_ad::{fold, gradient, Real, Result};
 ///
 /// fn orbit<T: Real>(r: T, steps: usize) -> Result<T> {
 ///     let [c] = fold(steps, [T::cst(0.3)], |[c]: [T; 1]| [r * c * (-c + 1.0)])?;
@@ -74,7 +73,7 @@ use crate::error::{Error, Result};
 /// }
 /// let r = 2.9;
 /// // Traced once as a loop of one instruction, however many steps.
-/// let g = array::gradient(|x| orbit(x.get(0)?, 1000), &[r]).unwrap();
+/// let g = gradient(|x| orbit(x[0], 1000), &[r]).unwrap();
 /// let d = orbit(Dual64::new(r, 1.0), 1000).unwrap();
 /// assert_relative_eq!(g[0], d.eps, max_relative = 1e-9);
 /// ```
@@ -162,15 +161,14 @@ impl Checkpoints {
 /// Ten snapshots for 10⁴ steps: the same gradient as with every carry kept.
 ///
 /// ```
-/// use optic_ad::array::{self, Array};
-/// use optic_ad::{fold_with, Checkpoints, Real, Result};
+/// use optic_ad::{fold_with, gradient, Checkpoints, Real, Result};
 ///
 /// fn orbit<T: Real>(r: T, c: Checkpoints) -> Result<T> {
 ///     let [x] = fold_with(10_000, [T::cst(0.3)], c, |[x]: [T; 1]| [r * x * (-x + 1.0)])?;
 ///     Ok(x)
 /// }
-/// let all = array::gradient(|x| orbit(x.get(0)?, Checkpoints::All), &[2.9]).unwrap();
-/// let ten = array::gradient(|x| orbit(x.get(0)?, Checkpoints::Binomial(10)), &[2.9]).unwrap();
+/// let all = gradient(|x| orbit(x[0], Checkpoints::All), &[2.9]).unwrap();
+/// let ten = gradient(|x| orbit(x[0], Checkpoints::Binomial(10)), &[2.9]).unwrap();
 /// assert_eq!(all, ten); // the same arithmetic on the same carries
 /// ```
 pub fn fold_with<C: Carry>(
@@ -267,8 +265,7 @@ fn from_loop<C: Carry>(what: &'static str, init: &C, out: Vec<C::Scalar>) -> Res
 ///
 /// ```
 /// use approx::assert_relative_eq;
-/// use optic_ad::array::{self, Array};
-/// use optic_ad::{while_loop, Real, Result};
+/// use optic_ad::{gradient, while_loop, Real, Result};
 ///
 /// fn sqrt<T: Real>(a: T) -> Result<T> {
 ///     let [x] = while_loop(100, [a], |[x]| (*x * *x - a).abs() > 1e-12, |[x]: [T; 1]| {
@@ -277,7 +274,7 @@ fn from_loop<C: Carry>(what: &'static str, init: &C, out: Vec<C::Scalar>) -> Res
 ///     Ok(x)
 /// }
 /// assert_relative_eq!(sqrt(2.0).unwrap(), 2f64.sqrt(), max_relative = 1e-15);
-/// let g = array::gradient(|x| sqrt(x.get(0)?), &[2.0]).unwrap();
+/// let g = gradient(|x| sqrt(x[0]), &[2.0]).unwrap();
 /// assert_relative_eq!(g[0], 0.5 / 2f64.sqrt(), max_relative = 1e-12);
 /// ```
 pub fn while_loop<C: Carry>(
@@ -303,8 +300,7 @@ pub fn while_loop<C: Carry>(
 /// snapshot and with every carry kept: the same bits.
 ///
 /// ```
-/// use optic_ad::array::{self, Array};
-/// use optic_ad::{while_loop_with, Checkpoints, Real, Result};
+/// use optic_ad::{hvp, while_loop_with, Checkpoints, Real, Result};
 ///
 /// fn root<T: Real>(a: T, c: Checkpoints) -> Result<T> {
 ///     let [x] = while_loop_with(100, [a], c, |[x]| (*x * *x - a).abs() > 1e-12, |[x]: [T; 1]| {
@@ -312,7 +308,7 @@ pub fn while_loop<C: Carry>(
 ///     })?;
 ///     Ok(x * x.sin())
 /// }
-/// let hv = |c| array::hvp(|x| root(x.get(0)?, c), &[7.0], &[1.0]).unwrap();
+/// let hv = |c| hvp(|x| root(x[0], c), &[7.0], &[1.0]).unwrap();
 /// assert_eq!(hv(Checkpoints::All), hv(Checkpoints::Binomial(1)));
 /// ```
 pub fn while_loop_with<C: Carry>(
@@ -372,8 +368,8 @@ pub fn while_loop_with<C: Carry>(
 ///
 /// ```
 /// use approx::assert_relative_eq;
-/// use optic_ad::array::{self, Array};
-/// use optic_ad::{scan, Real, Result};
+/// use optic_ad::array::Array;
+/// use optic_ad::{scan, Gradient, Real, Result};
 ///
 /// fn ewma_sum<A: Array>(xs: &A) -> Result<A::Scalar> {
 ///     let zero = A::Scalar::cst(0.0);
@@ -384,7 +380,7 @@ pub fn while_loop_with<C: Carry>(
 ///     Ok(ys.sum())
 /// }
 /// let x = [1.0, 2.0, 3.0, 4.0];
-/// let g = array::gradient(ewma_sum, &x).unwrap();
+/// let (_, g) = Gradient::array(ewma_sum, &x).unwrap().eval_at(&x).unwrap();
 /// for (i, gi) in g.iter().enumerate() {
 ///     let want: f64 = (i..4).map(|j| 0.1 * 0.9_f64.powi((j - i) as i32)).sum();
 ///     assert_relative_eq!(*gi, want, max_relative = 1e-14);
@@ -412,8 +408,8 @@ pub fn scan<A: Array, C: Carry<Scalar = A::Scalar>>(
 /// same carries, so the same bits.
 ///
 /// ```
-/// use optic_ad::array::{self, Array};
-/// use optic_ad::{scan_with, Checkpoints, Real, Result};
+/// use optic_ad::array::Array;
+/// use optic_ad::{scan_with, Checkpoints, Hvp, Real, Result};
 ///
 /// fn soft_sum<A: Array>(xs: &A, c: Checkpoints) -> Result<A::Scalar> {
 ///     let zero = A::Scalar::cst(0.0);
@@ -425,7 +421,7 @@ pub fn scan<A: Array, C: Carry<Scalar = A::Scalar>>(
 /// }
 /// let x: Vec<f64> = (0..500).map(|i| (i as f64 * 0.1).sin()).collect();
 /// let v: Vec<f64> = (0..500).map(|i| (i as f64 * 0.7).cos()).collect();
-/// let hv = |c| array::hvp(|x| soft_sum(x, c), &x, &v).unwrap();
+/// let hv = |c| Hvp::array(|x| soft_sum(x, c), &x).unwrap().hvp_at(&x, &v).unwrap();
 /// assert_eq!(hv(Checkpoints::All), hv(Checkpoints::Binomial(4)));
 /// ```
 pub fn scan_with<A: Array, C: Carry<Scalar = A::Scalar>>(

@@ -91,10 +91,19 @@ fn compiled_hvp_does_not_allocate() {
 fn compiled_derivatives_do_not_allocate() {
     let mut d = Derivatives::<U3, _>::new(|t| t.sin().exp() * t.tanh(), 0.2).unwrap();
     d.eval(0.2).unwrap();
+    // Directional derivatives along lines, scalar trace.
+    let f = |x: &[optic_ad::Tracer]| x[0].sin().exp() * x[1].tanh() + x[2] * x[0];
+    let mut line = optic_ad::Directional::new(f, &[0.2, 0.3, 0.4], 5).unwrap();
+    let mut out = [0.0; 6];
+    line.eval(&[0.2, 0.3, 0.4], &[1.0, 0.0, 0.0], &mut out)
+        .unwrap();
     let info = measure(|| {
         for k in 0..10 {
             let v = d.eval(0.1 * k as f64).unwrap();
             assert!(v[3].is_finite());
+            let x = [0.1 * k as f64, 0.3, 0.4];
+            line.eval(&x, &[1.0, k as f64, 0.5], &mut out).unwrap();
+            assert!(out[5].is_finite());
         }
     });
     assert_eq!(info.count_total, 0);
@@ -217,11 +226,10 @@ fn only_large_matrix_products_allocate() {
 
 #[test]
 fn array_drivers_do_not_allocate() {
-    use optic_ad::array;
     let x = [0.3, -0.2, 0.9, 1.1];
     let mut g = optic_ad::Gradient::array(array_model, &x).unwrap();
     let mut h = optic_ad::Hvp::array(array_model, &x).unwrap();
-    let mut d = array::Directional::new(array_model, &x, 5).unwrap();
+    let mut d = optic_ad::Directional::array(array_model, &x, 5).unwrap();
     let (mut grad, mut hv, mut dk) = ([0.0; 4], [0.0; 4], [0.0; 6]);
     g.eval(&x, &mut grad).unwrap();
     d.eval(&x, &[1.0, 0.0, 0.0, 0.0], &mut dk).unwrap();
@@ -264,11 +272,10 @@ fn loop_model<A: optic_ad::array::Array>(x: &A) -> optic_ad::Result<A::Scalar> {
 
 #[test]
 fn loop_drivers_do_not_allocate() {
-    use optic_ad::array;
     let x = [1.3, 0.7, 0.2];
     let mut g = optic_ad::Gradient::array(loop_model, &x).unwrap();
     let mut h = optic_ad::Hvp::array(loop_model, &x).unwrap();
-    let mut d = array::Directional::new(loop_model, &x, 4).unwrap();
+    let mut d = optic_ad::Directional::array(loop_model, &x, 4).unwrap();
     let (mut grad, mut hv, mut dk) = ([0.0; 3], [0.0; 3], [0.0; 5]);
     let run = |k: usize| {
         let y = [1.0 + 0.1 * k as f64, 0.7, 0.2];
@@ -304,7 +311,9 @@ fn scalar_drivers_with_loops_do_not_allocate() {
     let x = [1.3, 0.7, 0.2];
     let mut g = optic_ad::Gradient::new(scalar_loop_model, &x).unwrap();
     let mut h = optic_ad::Hvp::new(scalar_loop_model, &x).unwrap();
+    let mut d = optic_ad::Directional::new(scalar_loop_model, &x, 3).unwrap();
     assert!(g.array_program().is_some() && h.array_program().is_some());
+    assert!(d.array_program().is_some());
     // The pullback of a function with loops and two results.
     let (_, mut back) = optic_ad::pullback(
         |t| -> optic_ad::Result<Vec<optic_ad::Tracer>> {
@@ -315,6 +324,7 @@ fn scalar_drivers_with_loops_do_not_allocate() {
     .unwrap();
     assert!(back.array_program().is_some());
     let (mut grad, mut hv, mut many, mut xbar) = ([0.0; 3], [0.0; 3], [0.0; 6], [0.0; 3]);
+    let mut dk = [0.0; 4];
     let run = |k: usize| {
         back.apply(&[1.0, k as f64], &mut xbar).unwrap();
         let y = [1.0 + 0.1 * k as f64, 0.7, 0.2];
@@ -323,6 +333,7 @@ fn scalar_drivers_with_loops_do_not_allocate() {
         h.apply(&[1.0, 0.5, k as f64], &mut hv).unwrap();
         h.apply_many(&[1.0, 0.5, k as f64, 0.0, 1.0, 0.0], &mut many)
             .unwrap();
+        d.eval(&y, &[1.0, 0.5, k as f64], &mut dk).unwrap();
     };
     assert_steady_state_allocates_nothing(run);
 }

@@ -27,8 +27,8 @@ use common::{gradient_dual, hvp_hyperdual, jvp_dual, max_err};
 use num_dual::Dual3_64;
 use optic_ad::array::{
     forward, nest, prims, reverse_joint, AVar, ArrayBuilder, ArrayPrim, ArrayProgram, Shape,
-    TaylorProgram,
 };
+use optic_ad::functor::TaylorProgram;
 use optic_ad::{Builder, Program};
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;

@@ -1020,7 +1020,7 @@ fn constants_by_from_and_iterator_sums_and_products() {
     let d = f(&[num_dual::Dual64::new(x[0], 1.0), x[1].into(), x[2].into()]);
     assert!((d.eps - want[0]).abs() < 1e-13);
     use optic_ad::array::Array;
-    let ga = optic_ad::array::gradient(
+    let ga = crate::common::array_gradient(
         |v| {
             let s: Vec<_> = (0..3).map(|i| v.get(i)).collect::<optic_ad::Result<_>>()?;
             Ok(f(&s))

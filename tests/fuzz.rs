@@ -1025,13 +1025,13 @@ fn fuzz_array_api() {
     fuzz("array api", input, |(steps, x, v, fit), reach| {
         let _ = run_array_steps(&Dense::new(x.clone()), &steps, fit);
         let f = |t: &TArray| run_array_steps(t, &steps, fit);
-        if array::gradient(f, &x).is_ok() {
+        if crate::common::array_gradient(f, &x).is_ok() {
             reach.driver();
         }
-        let _ = array::hvp(f, &x, &v);
+        let _ = crate::common::array_hvp(f, &x, &v);
         let _ = crate::arrays::directional3(f, &x, &v);
-        let _ = array::taylor::<U4>(f, &x, &v);
-        if let Ok(mut d) = array::Directional::new(f, &x, 3) {
+        let _ = crate::common::array_taylor::<U4>(f, &x, &v);
+        if let Ok(mut d) = optic_ad::Directional::array(f, &x, 3) {
             let _ = d.eval(&x, &v, &mut [0.0; 4]);
             let _ = d.eval(&v, &x, &mut [0.0; 3]);
         }
@@ -1071,7 +1071,7 @@ fn fuzz_array_api() {
                 let _ = ws.run(&j, &[&x, &v]);
             }
             for degree in [0, 3, 171] {
-                if let Ok(mut t) = array::TaylorProgram::new(&p, degree) {
+                if let Ok(mut t) = TaylorProgram::new(&p, degree) {
                     let _ = t.eval(&[&x]);
                     let _ = t.eval(&[&x, &v]);
                     let jet: Vec<f64> = x.iter().chain(&v).copied().collect();

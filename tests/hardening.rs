@@ -37,7 +37,7 @@ fn huge_polygamma_orders_are_cheap() {
 fn sums_of_huge_fills_need_no_memory() {
     let n = 1usize << 40;
     let f = |a: &TArray| Ok(TArray::fill(a.sum(), n)?.sum());
-    let g = array::gradient(f, &[1.0, 2.0]).unwrap();
+    let g = crate::common::array_gradient(f, &[1.0, 2.0]).unwrap();
     assert_eq!(g, vec![n as f64, n as f64]);
     let p = array::trace(|x: &[TArray]| f(&x[0]), &[&[1.0, 2.0]]).unwrap();
     assert_eq!(p.eval(&[&[1.0, 2.0]]).unwrap()[0][0], 3.0 * n as f64);
@@ -52,7 +52,7 @@ fn unallocatable_arrays_are_errors() {
     let n = 1usize << 40;
     // A prefix sum of 2⁴⁰ elements must store them.
     let f = |a: &TArray| Ok(TArray::fill(a.sum(), n)?.cumsum().sum());
-    let r = array::gradient(f, &[1.0, 2.0]);
+    let r = crate::common::array_gradient(f, &[1.0, 2.0]);
     assert!(matches!(r, Err(Error::AllocationFailed { .. })), "{r:?}");
     let r = Dense::new(vec![1.0]).broadcast_axis_flat(0, usize::MAX, 1);
     assert!(matches!(r, Err(Error::AllocationFailed { .. })), "{r:?}");
@@ -66,7 +66,7 @@ fn unallocatable_arrays_are_errors() {
     );
     // Jets of (K + 1)·n values for n = 2⁴⁰, as the Taylor program would
     // allocate them up front (the trace itself never reads the data).
-    let r = array::TaylorProgram::new(
+    let r = optic_ad::functor::TaylorProgram::new(
         &array::trace(
             |x: &[TArray]| Ok(TArray::fill(x[0].sum(), n)?.cumsum().sum()),
             &[&[1.0]],

@@ -128,7 +128,7 @@ fn lotka_volterra_gradient_and_hvp_through_fold() {
             max_err(&hv, &hv_unrolled) < 1e-12,
             "N = {steps}: Hv {hv:?} vs unrolled {hv_unrolled:?}"
         );
-        let hv1 = array::hvp(|p: &TArray| loss_array(p, steps), &P0, &V).unwrap();
+        let hv1 = crate::common::array_hvp(|p: &TArray| loss_array(p, steps), &P0, &V).unwrap();
         assert!(max_err(&hv1, &hv) < 1e-12);
     }
 }
@@ -142,7 +142,8 @@ fn third_directional_derivative_through_fold() {
             .collect();
         let d = loss(&p, steps).unwrap();
         let want = [d.re, d.v1, d.v2, d.v3];
-        let t = array::taylor::<U3>(|p: &TArray| loss_array(p, steps), &P0, &V).unwrap();
+        let t =
+            crate::common::array_taylor::<U3>(|p: &TArray| loss_array(p, steps), &P0, &V).unwrap();
         let got = [t[0], t[1], t[2], t[3]];
         assert!(
             max_err(&got, &want) < 1e-10,
@@ -177,7 +178,7 @@ fn the_trace_does_not_grow_with_the_steps() {
 #[test]
 fn loop_bodies_that_compare_or_read_arrays_are_refused() {
     // A comparison inside the body would be a guard inside the loop.
-    let r = array::gradient(
+    let r = crate::common::array_gradient(
         |p: &TArray| {
             let a = p.get(0)?;
             let [c] = fold(
@@ -197,7 +198,7 @@ fn loop_bodies_that_compare_or_read_arrays_are_refused() {
     );
     assert!(matches!(r, Err(Error::Unsupported(_))), "{r:?}");
     // An array of the enclosing trace read inside the body.
-    let r = array::gradient(
+    let r = crate::common::array_gradient(
         |p: &TArray| {
             let a = p.get(0)?;
             let [c] = fold(3, [a], |[c]: [TScalar; 1]| [c * p.sum()])?;
@@ -222,7 +223,7 @@ fn folds_nest_and_capture_through_both_levels() {
         Ok(a * b)
     }
     let x = [0.3, -0.7, 0.4];
-    let g = array::gradient(|p: &TArray| f(&scalars(p)?), &x).unwrap();
+    let g = crate::common::array_gradient(|p: &TArray| f(&scalars(p)?), &x).unwrap();
     let want: Vec<f64> = (0..3)
         .map(|j| {
             let p: Vec<Dual64> = (0..3)
@@ -273,25 +274,28 @@ fn random_body_with<T: Real>(l: &RandomLoop, p: &[T], ck: optic_ad::Checkpoints)
 fn random_loops_match_the_unrolled_trace() {
     check("random loops", 64, random_loop(), |l, worst| {
         let f = |p: &TArray| random_body(&l, &scalars(p)?);
-        let g = array::gradient(f, &l.x).unwrap();
+        let g = crate::common::array_gradient(f, &l.x).unwrap();
         let g_ref = unrolled_gradient(|p| random_body(&l, p), &l.x);
         let e = max_err(&g, &g_ref);
         worst.note(e);
         prop_assert!(e < 1e-12, "gradient {g:?} vs unrolled {g_ref:?}");
         // Checkpointed with two snapshots: the same bits.
         let two = optic_ad::Checkpoints::Binomial(2);
-        let gc =
-            array::gradient(|p: &TArray| random_body_with(&l, &scalars(p)?, two), &l.x).unwrap();
+        let gc = crate::common::array_gradient(
+            |p: &TArray| random_body_with(&l, &scalars(p)?, two),
+            &l.x,
+        )
+        .unwrap();
         prop_assert!(
             gc.iter().zip(&g).all(|(a, b)| common::same_bits(*a, *b)),
             "checkpointed gradient {gc:?} vs {g:?}"
         );
-        let hv = array::hvp(f, &l.x, &l.v).unwrap();
+        let hv = crate::common::array_hvp(f, &l.x, &l.v).unwrap();
         let hv_ref = unrolled_hvp(|p| random_body(&l, p), &l.x, &l.v);
         let e = max_err(&hv, &hv_ref);
         worst.note(e);
         prop_assert!(e < 1e-12, "Hv {hv:?} vs unrolled {hv_ref:?}");
-        let t = array::taylor::<U3>(f, &l.x, &l.v).unwrap();
+        let t = crate::common::array_taylor::<U3>(f, &l.x, &l.v).unwrap();
         let xd: Vec<Dual3_64> = (0..4)
             .map(|i| Dual3_64::new(l.x[i], l.v[i], 0.0, 0.0))
             .collect();
@@ -373,8 +377,10 @@ fn checkpointed_gradients_equal_stored_ones_bit_for_bit() {
     for (steps, snapshots) in [(7, 1), (7, 3), (300, 1), (300, 3), (300, 40), (1000, 5)] {
         let c = C::Binomial(snapshots);
         assert!(snapshots + 1 < steps);
-        let g =
-            |c: C| array::gradient(|p: &TArray| loss_with(&scalars(p)?, steps, c), &P0).unwrap();
+        let g = |c: C| {
+            crate::common::array_gradient(|p: &TArray| loss_with(&scalars(p)?, steps, c), &P0)
+                .unwrap()
+        };
         let (stored, got) = (g(C::All), g(c));
         assert!(
             got.iter()
@@ -382,8 +388,10 @@ fn checkpointed_gradients_equal_stored_ones_bit_for_bit() {
                 .all(|(a, b)| common::same_bits(*a, *b)),
             "N = {steps}, {c:?}: {got:?} vs {stored:?}"
         );
-        let hv =
-            |c: C| array::hvp(|p: &TArray| loss_with(&scalars(p)?, steps, c), &P0, &V).unwrap();
+        let hv = |c: C| {
+            crate::common::array_hvp(|p: &TArray| loss_with(&scalars(p)?, steps, c), &P0, &V)
+                .unwrap()
+        };
         let (a, b) = (hv(C::All), hv(c));
         assert!(
             a.iter().zip(&b).all(|(a, b)| common::same_bits(*a, *b)),
@@ -692,8 +700,8 @@ fn while_loops_checkpoint_as_folds_do() {
     }
     let (x, v) = ([0.4, -0.3, 1.2], [1.0, 0.5, -0.7]);
     let f = |c: C| move |p: &TArray| clocked(&scalars(p)?, c);
-    let g = |c: C| array::gradient(f(c), &x).unwrap();
-    let hv = |c: C| array::hvp(f(c), &x, &v).unwrap();
+    let g = |c: C| crate::common::array_gradient(f(c), &x).unwrap();
+    let hv = |c: C| crate::common::array_hvp(f(c), &x, &v).unwrap();
     let same = |a: &[f64], b: &[f64]| a.iter().zip(b).all(|(u, w)| common::same_bits(*u, *w));
     assert!(same(&g(C::Binomial(3)), &g(C::All)));
     assert!(same(&hv(C::Binomial(3)), &hv(C::All)));
@@ -775,15 +783,15 @@ fn scan_with_data_matches_num_dual_and_the_unrolled_trace() {
             let (xs, p) = split(x)?;
             driven(&xs, &p)
         };
-        let g = array::gradient(f, &x).unwrap();
+        let g = crate::common::array_gradient(f, &x).unwrap();
         let scalar = |x: &[optic_ad::Tracer]| driven(&Dense::new(x[..n].to_vec()), &x[n..]);
         let g_ref = optic_ad::gradient(scalar, &x).unwrap();
         assert!(max_err(&g, &g_ref) < 1e-12, "N = {n}: {g:?} vs {g_ref:?}");
         let v: Vec<f64> = (0..n + 4).map(|i| ((i as f64) * 1.1).cos()).collect();
-        let hv = array::hvp(f, &x, &v).unwrap();
+        let hv = crate::common::array_hvp(f, &x, &v).unwrap();
         let hv_ref = optic_ad::hvp(scalar, &x, &v).unwrap();
         assert!(max_err(&hv, &hv_ref) < 1e-12, "N = {n}: Hv");
-        let t = array::taylor::<U3>(f, &x, &v).unwrap();
+        let t = crate::common::array_taylor::<U3>(f, &x, &v).unwrap();
         let xd: Vec<Dual3_64> = x
             .iter()
             .zip(&v)
@@ -896,17 +904,17 @@ fn trip_count(l: &RandomWhile, x: &[f64]) -> usize {
 fn random_while_loops_match_the_unrolled_trace_and_num_dual() {
     check("random while loops", 64, random_while(), |l, worst| {
         let f = |p: &TArray| random_while_body(&l, &scalars(p)?);
-        let g = array::gradient(f, &l.x).unwrap();
+        let g = crate::common::array_gradient(f, &l.x).unwrap();
         let g_ref = unrolled_gradient(|p| random_while_body(&l, p), &l.x);
         let e = max_err(&g, &g_ref);
         worst.note(e);
         prop_assert!(e < 1e-12, "gradient {g:?} vs unrolled {g_ref:?}");
-        let hv = array::hvp(f, &l.x, &l.v).unwrap();
+        let hv = crate::common::array_hvp(f, &l.x, &l.v).unwrap();
         let hv_ref = unrolled_hvp(|p| random_while_body(&l, p), &l.x, &l.v);
         let e = max_err(&hv, &hv_ref);
         worst.note(e);
         prop_assert!(e < 1e-12, "Hv {hv:?} vs unrolled {hv_ref:?}");
-        let t = array::taylor::<U3>(f, &l.x, &l.v).unwrap();
+        let t = crate::common::array_taylor::<U3>(f, &l.x, &l.v).unwrap();
         let xd: Vec<Dual3_64> = (0..4)
             .map(|i| Dual3_64::new(l.x[i], l.v[i], 0.0, 0.0))
             .collect();
@@ -968,11 +976,11 @@ fn a_newton_solve_differentiates_to_the_closed_form_and_re_traces_where_the_trip
     assert_ne!(cbrt_newton_steps(a0), cbrt_newton_steps(a1));
     for a in [a0, a1] {
         let want = closed(a);
-        let t = array::taylor::<U3>(f, &[a], &[1.0]).unwrap();
+        let t = crate::common::array_taylor::<U3>(f, &[a], &[1.0]).unwrap();
         // The derivatives along v = 1: f, f', f'', f'''.
         let got = [t[0], t[1], t[2], t[3]];
         assert!(max_err(&got, &want) < 1e-12, "a = {a}: {got:?} vs {want:?}");
-        let hv = array::hvp(f, &[a], &[1.0]).unwrap();
+        let hv = crate::common::array_hvp(f, &[a], &[1.0]).unwrap();
         assert!(max_err(&hv, &want[2..3]) < 1e-12, "{hv:?} vs {want:?}");
     }
     // A gradient built at a0 and evaluated at a1 (more Newton steps):
@@ -1030,7 +1038,7 @@ fn while_loops_whose_path_changes_between_steps_are_refused() {
         Ok(x + y)
     };
     assert!(matches!(
-        array::gradient(f, &[1.0, 0.0]),
+        crate::common::array_gradient(f, &[1.0, 0.0]),
         Err(Error::Unsupported(_))
     ));
     // The same on plain numbers is an ordinary loop.
@@ -1067,10 +1075,10 @@ fn while_loops_whose_path_changes_between_steps_are_refused() {
         }
     };
     assert!(matches!(
-        array::gradient(g(1.0), &[1.0]),
+        crate::common::array_gradient(g(1.0), &[1.0]),
         Err(Error::Unsupported(_))
     ));
-    let grad = array::gradient(g(0.0), &[1.0]).unwrap();
+    let grad = crate::common::array_gradient(g(0.0), &[1.0]).unwrap();
     assert_eq!(grad, vec![5.0 * 0.5f64.powi(5)]);
     // Inside a fold's body a while_loop is a comparison: refused.
     let nested = |p: &TArray| -> Result<TScalar> {
@@ -1082,7 +1090,7 @@ fn while_loops_whose_path_changes_between_steps_are_refused() {
         Ok(y)
     };
     assert!(matches!(
-        array::gradient(nested, &[1.0]),
+        crate::common::array_gradient(nested, &[1.0]),
         Err(Error::Unsupported(_))
     ));
 }
@@ -1128,15 +1136,16 @@ fn carries_of_every_kind_give_the_same_loop() {
         Ok(c * c + d)
     }
     let p = [1.1, 0.4, 0.9, 0.3, 1.2, 0.8];
-    let want = array::gradient(|x: &TArray| with_array(&scalars(x)?), &p).unwrap();
+    let want = crate::common::array_gradient(|x: &TArray| with_array(&scalars(x)?), &p).unwrap();
     for (name, g) in [
         (
             "tuple",
-            array::gradient(|x: &TArray| with_tuple(&scalars(x)?), &p).unwrap(),
+            crate::common::array_gradient(|x: &TArray| with_tuple(&scalars(x)?), &p).unwrap(),
         ),
         (
             "GenericArray",
-            array::gradient(|x: &TArray| with_generic_array(&scalars(x)?), &p).unwrap(),
+            crate::common::array_gradient(|x: &TArray| with_generic_array(&scalars(x)?), &p)
+                .unwrap(),
         ),
     ] {
         assert_eq!(g, want, "{name}");
@@ -1147,7 +1156,7 @@ fn carries_of_every_kind_give_the_same_loop() {
             .map(|i| Dual64::new(p[i], if i == j { 1.0 } else { 0.0 }))
             .collect();
         assert!((with_tuple(&pd).unwrap().eps - want[j]).abs() < 1e-12 * want[j].abs().max(1.0));
-        let g = array::gradient(|x: &TArray| with_scalar(&scalars(x)?), &p).unwrap();
+        let g = crate::common::array_gradient(|x: &TArray| with_scalar(&scalars(x)?), &p).unwrap();
         let d = with_scalar(&pd).unwrap();
         assert!(
             (d.eps - g[j]).abs() < 1e-12 * d.eps.abs().max(1.0),
@@ -1175,11 +1184,11 @@ fn the_benchmark_loop_as_a_while_loop() {
         let f = |p: &TArray| loss_array(p, steps);
         let w = |p: &TArray| lotka_volterra::loss_while_array(p, steps);
         let (g, gw) = (
-            array::gradient(f, &P0).unwrap(),
-            array::gradient(w, &P0).unwrap(),
+            crate::common::array_gradient(f, &P0).unwrap(),
+            crate::common::array_gradient(w, &P0).unwrap(),
         );
         assert!(max_err(&gw, &g) < 1e-12, "{gw:?} vs {g:?}");
-        let hv = array::hvp(w, &P0, &V).unwrap();
+        let hv = crate::common::array_hvp(w, &P0, &V).unwrap();
         let (_, _, hv_ref) = dual_reference(steps);
         assert!(max_err(&hv, &hv_ref) < 1e-10, "{hv:?} vs {hv_ref:?}");
         let d = lotka_volterra::loss_while(&P0, steps).unwrap();
@@ -1231,14 +1240,14 @@ fn struct_tuple_and_vec_carries_give_the_same_loop() {
         Ok(end[0] * end[0] + end[1])
     }
     let p = [2.0, 0.3];
-    let g = array::gradient(|q| by_struct(q.get(0)?, q.get(1)?), &p).unwrap();
+    let g = crate::common::array_gradient(|q| by_struct(q.get(0)?, q.get(1)?), &p).unwrap();
     assert_eq!(
         g,
-        array::gradient(|q| by_tuple(q.get(0)?, q.get(1)?), &p).unwrap()
+        crate::common::array_gradient(|q| by_tuple(q.get(0)?, q.get(1)?), &p).unwrap()
     );
     assert_eq!(
         g,
-        array::gradient(|q| by_vec(q.get(0)?, q.get(1)?), &p).unwrap()
+        crate::common::array_gradient(|q| by_vec(q.get(0)?, q.get(1)?), &p).unwrap()
     );
     // Against forward mode on the same code.
     let dk = by_struct(Dual64::new(2.0, 1.0), Dual64::new(0.3, 0.0)).unwrap();
@@ -1255,7 +1264,7 @@ fn struct_tuple_and_vec_carries_give_the_same_loop() {
     };
     assert_eq!(len(3), len(300));
     // A carry whose body changes its structure is refused, not truncated.
-    let r = array::gradient(
+    let r = crate::common::array_gradient(
         |q| {
             let end = fold(3, vec![q.get(0)?], |mut s: Vec<TScalar>| {
                 s.push(s[0]);

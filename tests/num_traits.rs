@@ -16,7 +16,7 @@ use common::max_err;
 use num_dual::{Dual3_64, DualNum};
 
 use num_traits::{Float, FloatConst, FromPrimitive, NumCast, ToPrimitive};
-use optic_ad::array::{self, Array, TArray, TScalar};
+use optic_ad::array::{Array, TArray, TScalar};
 use optic_ad::typenum::U3;
 use optic_ad::{Error, Tracer};
 
@@ -43,7 +43,7 @@ fn check(
     let hv = optic_ad::hvp(f_tracer, x, v).unwrap();
     let want = hv_of(&hess, v);
     assert!(max_err(&hv, &want) < 1e-12, "{name}: Hv {hv:?} vs {want:?}");
-    let ga = array::gradient(
+    let ga = crate::common::array_gradient(
         |t: &TArray| {
             let s: Vec<TScalar> = (0..t.len()).map(|i| t.get(i)).collect::<Result<_, _>>()?;
             Ok(f_array(&s))
@@ -163,7 +163,8 @@ fn a_float_function_to_third_order_against_num_dual() {
         let want = [r.re, r.v1, r.v2, r.v3];
         assert!(max_err(&d, &want) < 1e-12, "x = {x}: {d:?} vs {want:?}");
         // And on the array trace, Taylor mode.
-        let t = array::taylor::<U3>(|p: &TArray| Ok(smooth(p.get(0)?)), &[x], &[1.0]).unwrap();
+        let t = crate::common::array_taylor::<U3>(|p: &TArray| Ok(smooth(p.get(0)?)), &[x], &[1.0])
+            .unwrap();
         assert!(max_err(&t, &want) < 1e-12, "x = {x}: {t:?} vs {want:?}");
     }
 }

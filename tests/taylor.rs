@@ -291,7 +291,7 @@ fn taylor_over_reverse_is_gradient_of_directional_derivative() {
     let gp = g.program().unwrap().clone();
     let degree = 2;
     let w = degree + 1;
-    let mut t = TaylorProgram::new(&gp, degree).unwrap();
+    let mut t = TaylorProgram::new(gp.program(), degree).unwrap();
     let mut jets = vec![0.0; 3 * w];
     for i in 0..3 {
         jets[i * w] = x[i];
@@ -349,6 +349,101 @@ fn directional_taylor_matches_univariate_and_dual3() {
     for (k, want) in [y.re, y.v1, y.v2, y.v3].into_iter().enumerate() {
         assert_relative_eq!(got[k], want, max_relative = 1e-12, epsilon = 1e-14);
     }
+}
+
+/// The compiled `Directional` (scalar trace) on random programs against
+/// num-dual's `Dual3_64` along the line `x + t v`, at three points and
+/// directions per driver (a random program holds comparisons: a point
+/// where one flips is served by a re-trace), and against the one-shot
+/// `taylor::<N>` bit for bit (the same Taylor program).
+#[test]
+fn compiled_directional_matches_dual3_on_random_programs() {
+    check(
+        "Directional vs Dual3_64",
+        96,
+        common::scalar_program().prop_flat_map(|f| {
+            let n = f.n;
+            let pts = proptest::collection::vec((point(n), point(n)), 3);
+            (Just(f), pts)
+        }),
+        |(f, pts), worst| {
+            let p = &f.program;
+            let call = |t: &[Tracer]| p.eval(t).map(|o| o[0]);
+            let mut d = optic_ad::Directional::new(call, &pts[0].0, 3).map_err(fail)?;
+            let mut out = [0.0; 4];
+            for (x, v) in &pts {
+                d.eval(x, v, &mut out).map_err(fail)?;
+                let duals: Vec<num_dual::Dual3_64> = x
+                    .iter()
+                    .zip(v)
+                    .map(|(&xi, &vi)| num_dual::Dual3_64::new(xi, vi, 0.0, 0.0))
+                    .collect();
+                let y = p.eval(&duals).map_err(fail)?[0];
+                for (k, want) in [y.re, y.v1, y.v2, y.v3].into_iter().enumerate() {
+                    let e = worst.note(err(out[k], want));
+                    prop_assert!(
+                        e <= TOL,
+                        "order {k}: Directional {} vs Dual3 {want}",
+                        out[k]
+                    );
+                }
+                let once = taylor::<U3, _, _>(call, &x[..], &v[..]).map_err(fail)?;
+                prop_assert!(
+                    once.iter()
+                        .zip(&out)
+                        .all(|(a, b)| common::same_bits(*a, *b)),
+                    "one-shot {once:?} vs compiled {out:?}"
+                );
+            }
+            Ok(())
+        },
+    );
+}
+
+/// `Directional` re-traces where a guard fails, as the other compiled
+/// drivers do, and refuses bad lengths with `out` untouched.
+#[test]
+fn compiled_directional_retraces_and_checks_lengths() {
+    let f = |x: &[Tracer]| {
+        if x[0] > 0.0 {
+            x[0].sin() * x[1]
+        } else {
+            x[0].exp() * x[1]
+        }
+    };
+    let mut d = optic_ad::Directional::new(f, &[0.5, 2.0], 3).unwrap();
+    let mut out = [0.0; 4];
+    for x0 in [0.5, -0.5, 0.7] {
+        // Along v = (1, 0): x₁ times the k-th derivative of the branch.
+        d.eval(&[x0, 2.0], &[1.0, 0.0], &mut out).unwrap();
+        let want = if x0 > 0.0 {
+            [x0.sin(), x0.cos(), -x0.sin(), -x0.cos()]
+        } else {
+            [x0.exp(); 4]
+        };
+        for k in 0..4 {
+            assert_relative_eq!(out[k], 2.0 * want[k], max_relative = 1e-14);
+        }
+    }
+    assert_eq!(d.order(), 3);
+    assert!(d.program().is_some() && d.array_program().is_none());
+    out = [7.0; 4];
+    for r in [
+        d.eval(&[1.0], &[1.0, 0.0], &mut out),
+        d.eval(&[1.0, 0.0], &[1.0], &mut out),
+        d.eval(&[1.0, 0.0], &[1.0, 0.0], &mut out[..3]),
+    ] {
+        assert!(matches!(r, Err(Error::LengthMismatch { .. })), "{r:?}");
+    }
+    assert_eq!(out, [7.0; 4]);
+    assert!(matches!(
+        optic_ad::Directional::new(f, &[], 2),
+        Err(Error::EmptyInput(_))
+    ));
+    assert!(matches!(
+        optic_ad::Directional::new(f, &[1.0, 1.0], MAX_TAYLOR_ORDER + 1),
+        Err(Error::OrderTooHigh { .. })
+    ));
 }
 
 /// `d3` against the nested-reverse third derivative: `D³f[u, v, w]` is the

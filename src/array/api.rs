@@ -195,12 +195,14 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
     /// # Example
     ///
     /// ```
-    /// use optic_ad::array::{self, Array, Dense};
+    /// use optic_ad::array::{Array, Dense};
+    /// use optic_ad::Gradient;
     ///
     /// assert_eq!(Dense::new(vec![1.0, 2.0, 3.0]).cumsum().as_slice(), &[1.0, 3.0, 6.0]);
     /// // d/dxⱼ Σᵢ (cumsum x)ᵢ = n − j.
-    /// let g = array::gradient(|x| Ok(x.cumsum().sum()), &[0.5, 0.1, 0.2]).unwrap();
-    /// assert_eq!(g, vec![3.0, 2.0, 1.0]);
+    /// let x = [0.5, 0.1, 0.2];
+    /// let mut g = Gradient::array(|x| Ok(x.cumsum().sum()), &x).unwrap();
+    /// assert_eq!(g.eval_at(&x).unwrap().1, vec![3.0, 2.0, 1.0]);
     /// ```
     fn cumsum(&self) -> Self;
 
@@ -216,11 +218,13 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
     /// # Example
     ///
     /// ```
-    /// use optic_ad::array::{self, Array};
+    /// use optic_ad::array::Array;
+    /// use optic_ad::Gradient;
     ///
     /// // Two elements tie for the maximum: each gets half the gradient.
-    /// let g = array::gradient(|x| x.max(), &[0.5, 2.0, -1.0, 2.0]).unwrap();
-    /// assert_eq!(g, vec![0.0, 0.5, 0.0, 0.5]);
+    /// let x = [0.5, 2.0, -1.0, 2.0];
+    /// let mut g = Gradient::array(|x| x.max(), &x).unwrap();
+    /// assert_eq!(g.eval_at(&x).unwrap().1, vec![0.0, 0.5, 0.0, 0.5]);
     /// ```
     fn max(&self) -> Result<Self::Scalar>;
 

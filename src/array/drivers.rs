@@ -27,38 +27,6 @@ fn gradient_program(p: &ArrayProgram) -> Result<ArrayProgram> {
     reverse_joint(p)?.specialize(&[None, Some(1.0)], &[0, 1])
 }
 
-/// The gradient of `f : ℝⁿ → ℝ`, written once against [`Array`](super::Array), at `x`:
-/// one trace (a handful of instructions, whatever `n`), one ∂⃖, one run.
-///
-/// Shapes: `x` and the result have `n` entries.
-///
-/// # Errors
-///
-/// An error `f` returns; [`Error::GuardFailed`] if a comparison in a map
-/// body does not hold for every element.
-///
-/// # Example
-///
-/// ```
-/// use approx::assert_relative_eq;
-/// use optic_ad::array::{gradient, Array};
-/// use optic_ad::Real;
-///
-/// // f(x) = Σ xᵢ² / 2 + sin(Σ xᵢ): ∇f = x + cos(Σ x).
-/// let g = gradient(|x| {
-///     let s = x.sum();
-///     Ok(x.map(|t| t * t * 0.5).sum() + s.sin())
-/// }, &[1.0, 2.0]).unwrap();
-/// assert_relative_eq!(g[0], 1.0 + 3.0_f64.cos());
-/// assert_relative_eq!(g[1], 2.0 + 3.0_f64.cos());
-/// ```
-pub fn gradient(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64]) -> Result<Vec<f64>> {
-    let mut core = GradientCore::new(&trace_scalar(f, x)?, x.len())?;
-    let mut out = vec![0.0; x.len()];
-    core.run(x, &mut out)?;
-    Ok(out)
-}
-
 /// The gradient program of a traced array program and its workspace,
 /// run at a point; re-tracing is the owner's ([`crate::Gradient`], for
 /// array functions and for scalar code with loops).
@@ -378,29 +346,4 @@ fn hoist_residuals(p: &ArrayProgram) -> Result<ArrayProgram> {
     });
     let outs: Vec<AVar> = p.outputs.iter().map(|o| map[o.index()]).collect();
     b.finish(&outs)
-}
-
-/// One Hessian-vector product `H(x) v` of `f : ℝⁿ → ℝ`.
-///
-/// # Errors
-///
-/// As [`crate::Hvp::array`], [`crate::Hvp::linearize`] and
-/// [`crate::Hvp::apply`], of which this is the one-shot form.
-///
-/// # Example
-///
-/// ```
-/// use approx::assert_relative_eq;
-/// use optic_ad::array::{hvp, Array};
-///
-/// // f(x) = (Σ xᵢ)²: H = 2·𝟙𝟙ᵀ.
-/// let hv = hvp(|x| { let s = x.sum(); Ok(s * s) }, &[1.0, 2.0], &[1.0, 0.0]).unwrap();
-/// assert_eq!(hv, vec![2.0, 2.0]);
-/// ```
-pub fn hvp(f: impl Fn(&TArray) -> Result<TScalar>, x: &[f64], v: &[f64]) -> Result<Vec<f64>> {
-    let mut core = HvpCore::new(&trace_scalar(f, x)?, x.len())?;
-    core.linearize(x)?;
-    let mut out = vec![0.0; x.len()];
-    core.apply(v, &mut out)?;
-    Ok(out)
 }

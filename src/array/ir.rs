@@ -234,7 +234,7 @@ impl ArrayOp {
 pub const MAX_ARRAY_ARITY: usize = 8;
 
 /// How an array primitive propagates Taylor coefficients (jets), the rule
-/// [`crate::array::TaylorProgram`] applies. Most operations of the table
+/// [`crate::functor::TaylorProgram`] applies. Most operations of the table
 /// are linear, bilinear, or linear once a selection is made (a maximum);
 /// an operation that is none of these (a loop, whose body is any program)
 /// propagates jets itself ([`TaylorRule::Nonlinear`]).

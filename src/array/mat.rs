@@ -32,7 +32,8 @@ use crate::error::Result;
 /// `f(A) = uᵀ A v` has the gradient `u vᵀ` (an outer product):
 ///
 /// ```
-/// use optic_ad::array::{self, Array, Dense, Mat, TArray};
+/// use optic_ad::array::{Array, Dense, Mat, TArray};
+/// use optic_ad::Gradient;
 ///
 /// fn f<A: Array>(a: &A, u: &[f64], v: &[f64]) -> optic_ad::Result<A::Scalar> {
 ///     let a = Mat::new(a.clone(), u.len(), v.len())?;
@@ -40,8 +41,9 @@ use crate::error::Result;
 ///     a.matvec(&v)?.dot(&u)
 /// }
 /// let (u, v) = ([1.0, 2.0], [3.0, 4.0, 5.0]);
-/// let g = array::gradient(|a: &TArray| f(a, &u, &v), &[0.5; 6]).unwrap();
-/// assert_eq!(g, [3.0, 4.0, 5.0, 6.0, 8.0, 10.0]);
+/// let a = [0.5; 6];
+/// let mut g = Gradient::array(|a: &TArray| f(a, &u, &v), &a).unwrap();
+/// assert_eq!(g.eval_at(&a).unwrap().1, [3.0, 4.0, 5.0, 6.0, 8.0, 10.0]);
 /// // The same function on plain vectors:
 /// assert_eq!(f(&Dense(vec![0.5; 6]), &u, &v).unwrap(), 18.0);
 /// // A 2 × 3 matrix needs 6 elements:

@@ -30,9 +30,13 @@
 //! [`Dense<Tracer>`](crate::Tracer) (a scalar trace) and [`TArray`] (an
 //! array trace). The book's chapter "Arrays" gives the rules as math and a
 //! worked logistic-regression example. [`nest`] and [`Nested`] give ∂⃖ᴺ in
-//! the nested-closure encoding on array programs; [`TaylorProgram`],
-//! [`taylor()`] and [`Directional`] give Taylor mode (jets of any degree up
-//! to [`crate::functor::MAX_TAYLOR_ORDER`]) on them.
+//! the nested-closure encoding on array programs;
+//! [`TaylorProgram`](crate::functor::TaylorProgram) and
+//! [`crate::Directional::array`] give Taylor mode (jets of any degree up
+//! to [`crate::functor::MAX_TAYLOR_ORDER`]) on them. The drivers of a
+//! function of the array trace are the crate's compiled drivers, one type
+//! for both traces: [`crate::Gradient::array`], [`crate::Hvp::array`] and
+//! [`crate::Directional::array`].
 //!
 //! # Example
 //!
@@ -51,7 +55,9 @@
 //!     .sum())
 //! }
 //! let x = vec![0.5; 1000];
-//! let g = array::gradient(rosenbrock, &x).unwrap();
+//! // Gradient::array: the compiled gradient of a function of the array
+//! // trace (one instruction per array operation).
+//! let (_, g) = optic_ad::Gradient::array(rosenbrock, &x).unwrap().eval_at(&x).unwrap();
 //! // The same function on a scalar trace, one instruction per element:
 //! let g2 = optic_ad::gradient(|x| rosenbrock(&Dense::new(x.to_vec())), &x).unwrap();
 //! for (a, b) in g.iter().zip(&g2) {
@@ -81,7 +87,6 @@ mod unroll;
 pub use crate::functor::nest;
 pub use crate::functor::{forward, reverse_joint};
 pub use api::{Array, Dense, Indices};
-pub use drivers::{gradient, hvp};
 pub(crate) use drivers::{trace_scalar, GradientCore, HvpCore, PullbackCore};
 pub use exec::ArrayWorkspace;
 pub use ir::{
@@ -93,6 +98,6 @@ pub use matmul::MatMulDims;
 pub use nested::{Level, Nested};
 pub use param::{Param, ParamReader, PrimData};
 pub use shape::Shape;
-pub use taylor::{taylor, Directional, TaylorProgram};
+pub(crate) use taylor::LineJets;
 pub(crate) use trace::trace_hosted;
 pub use trace::{trace, ArrayOutput, TArray, TScalar};

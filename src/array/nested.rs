@@ -105,6 +105,7 @@ impl ProgramKind for ArrayProgram {
     type Values = Vec<Vec<f64>>;
     type Stages = ArrayStages;
     type Derived = Result<ArrayProgram>;
+    type Jets = super::taylor::ArrayJets;
 
     fn forward_kind(&self) -> Result<ArrayProgram> {
         super::transform::forward_array(self)
@@ -112,6 +113,18 @@ impl ProgramKind for ArrayProgram {
 
     fn reverse_joint_kind(&self) -> Result<ArrayProgram> {
         super::transform::reverse_joint_array(self)
+    }
+
+    fn taylor_jets(&self, degree: usize) -> Result<super::taylor::ArrayJets> {
+        super::taylor::ArrayJets::new(self, degree)
+    }
+
+    fn jets_degree(jets: &super::taylor::ArrayJets) -> usize {
+        jets.degree()
+    }
+
+    fn jets_program(jets: &super::taylor::ArrayJets) -> &ArrayProgram {
+        jets.program()
     }
 
     fn io(&self) -> (usize, usize) {

@@ -28,57 +28,23 @@
 use super::exec::{check_guards, prim_value};
 use super::ir::{AVar, ArrayOp, ArrayProgram, Shape, TaylorRule, MAX_ARRAY_ARITY};
 use crate::error::{Error, Result};
-use crate::functor::{TaylorProgram as ScalarTaylor, MAX_TAYLOR_ORDER};
+use crate::functor::taylor::ScalarJets;
+use crate::functor::TaylorProgram;
 
 /// How an instruction's jet is computed, beyond what its [`ArrayOp`] says.
 #[derive(Clone, Debug)]
 enum Jet {
     /// A map: the scalar Taylor program of its body.
-    Map(Box<ScalarTaylor>),
+    Map(Box<ScalarJets>),
     /// Every other instruction: by its operation alone.
     Plain,
 }
 
-/// The Taylor functor on an array program: `P` becomes `T_K P`, which maps
-/// the jets of its inputs (each input array with `K + 1` Taylor
-/// coefficients) to the jets of its outputs, evaluated many times without
-/// allocation.
-///
-/// Layout: the jet of an array of `len` elements is `(K + 1)·len` values,
-/// **coefficient-major**: coefficient `k` of element `e` at `k·len + e`.
-/// Along the line `x(t) = x + t v`, an input's jet is `[x, v, 0, …, 0]`
-/// (concatenated), and coefficient `k` of a scalar output is
-/// `Dᵏf(x)[v, …, v] / k!`.
-///
-/// This is the array tier's counterpart of the scalar
-/// [`crate::functor::TaylorProgram`] (K. Fischer's "∂P.jl terminology and
-/// notation guide", §V.C: `n² − 1` rather than `2ⁿ` work for an `n`-th
-/// derivative). Where [`crate::array::nest`] builds the `2ⁿ − 1` closures
-/// of ∂⃖ⁿ, a jet carries one curve through the program.
-///
-/// # Example
-///
-/// `f(x) = Σ eˣⁱ` along `v = 𝟙` at `x = 0`: every coefficient `k` is
-/// `n / k!`.
-///
-/// ```
-/// use approx::assert_relative_eq;
-/// use optic_ad::array::{trace, Array, TaylorProgram};
-/// use optic_ad::Real;
-///
-/// let x = [0.0; 3];
-/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.exp()).sum()), &[&x]).unwrap();
-/// let mut t = TaylorProgram::new(&p, 4).unwrap();
-/// // [x, v, 0, 0, 0], coefficient-major.
-/// let mut jet = vec![0.0; 5 * 3];
-/// jet[3..6].fill(1.0);
-/// t.eval(&[&jet]).unwrap();
-/// let c = t.output(0);
-/// assert_relative_eq!(c[0], 3.0);
-/// assert_relative_eq!(c[4], 3.0 / 24.0, max_relative = 1e-15);
-/// ```
+/// The array form of a [`TaylorProgram`]: the program, its degree, the
+/// jets of every instruction and the buffers they are computed in.
+#[doc(hidden)]
 #[derive(Clone, Debug)]
-pub struct TaylorProgram {
+pub struct ArrayJets {
     program: ArrayProgram,
     degree: usize,
     /// The jets of every instruction, coefficient-major.
@@ -98,24 +64,10 @@ pub struct TaylorProgram {
     matmul_scratch: Vec<f64>,
 }
 
-impl TaylorProgram {
-    /// The Taylor program of `p` at degree `degree` (jets of `degree + 1`
-    /// coefficients). All buffers are allocated here.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::OrderTooHigh`] above [`crate::functor::MAX_TAYLOR_ORDER`];
-    /// the program's defect if it has one; the errors of
-    /// [`crate::Program::validate`] for a malformed map body;
-    /// [`Error::AllocationFailed`] where the jets (`(degree + 1)·len`
-    /// values per instruction) cannot be allocated.
-    pub fn new(p: &ArrayProgram, degree: usize) -> Result<Self> {
-        if degree > MAX_TAYLOR_ORDER {
-            return Err(Error::OrderTooHigh {
-                order: degree,
-                max: MAX_TAYLOR_ORDER,
-            });
-        }
+impl ArrayJets {
+    /// The array Taylor program of `p` at degree `degree`; all buffers
+    /// are allocated here.
+    pub(crate) fn new(p: &ArrayProgram, degree: usize) -> Result<Self> {
         if let Some(e) = &p.defect {
             return Err(e.clone());
         }
@@ -131,7 +83,7 @@ impl TaylorProgram {
                 ArrayOp::Input(_) => degree,
                 ArrayOp::Fill(_) | ArrayOp::Const(_) => 0,
                 ArrayOp::Map { body, args } => {
-                    jets[i] = Jet::Map(Box::new(ScalarTaylor::new(body, degree)?));
+                    jets[i] = Jet::Map(Box::new(ScalarJets::new(body, degree)?));
                     map_outputs[i].push((0, i));
                     body_in = body_in.max(args.len() * w);
                     body_out = body_out.max(body.outputs.len() * w);
@@ -177,7 +129,7 @@ impl TaylorProgram {
                 crate::error::try_filled("array Taylor program: jet", len, 0.0)
             })
             .collect::<Result<Vec<Vec<f64>>>>()?;
-        Ok(TaylorProgram {
+        Ok(ArrayJets {
             vals,
             program: p.clone(),
             degree,
@@ -191,31 +143,16 @@ impl TaylorProgram {
         })
     }
 
-    /// The degree `K`: jets hold `K + 1` coefficients.
-    pub fn degree(&self) -> usize {
+    pub(crate) fn degree(&self) -> usize {
         self.degree
     }
 
-    /// The array program whose jets are propagated.
-    pub fn program(&self) -> &ArrayProgram {
+    pub(crate) fn program(&self) -> &ArrayProgram {
         &self.program
     }
 
-    /// Propagates jets: `inputs` holds one jet per program input, each
-    /// `(K + 1)·len` values, coefficient-major. Read the results with
-    /// [`TaylorProgram::output`]. No allocation.
-    ///
-    /// Values follow IEEE 754: a NaN or ∞ coefficient propagates into every
-    /// coefficient that depends on it.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LengthMismatch`] unless there is one jet per input, of
-    /// `(K + 1)·len` values; [`Error::GuardFailed`] where a recorded
-    /// comparison (in the program or in a map body, for some element) does
-    /// not hold for the constant terms. After an error the outputs hold no
-    /// result.
-    pub fn eval(&mut self, inputs: &[&[f64]]) -> Result<()> {
+    /// [`TaylorProgram::eval`].
+    pub(crate) fn eval(&mut self, inputs: &[&[f64]]) -> Result<()> {
         let w = self.degree + 1;
         let p = &self.program;
         crate::error::check_len(
@@ -236,9 +173,7 @@ impl TaylorProgram {
         check_guards(&self.program, |v| &self.vals[v.index()])
     }
 
-    /// The jet of output `k` after [`TaylorProgram::eval`]: `(K + 1)·len`
-    /// values, coefficient-major (empty past the last output).
-    pub fn output(&self, k: usize) -> &[f64] {
+    pub(crate) fn output(&self, k: usize) -> &[f64] {
         self.program
             .outputs
             .get(k)
@@ -247,7 +182,7 @@ impl TaylorProgram {
 
     /// Runs instruction `i`.
     fn step(&mut self, i: usize, inputs: &[&[f64]]) -> Result<()> {
-        let TaylorProgram {
+        let ArrayJets {
             program: p,
             degree,
             vals,
@@ -383,98 +318,48 @@ fn line_jet(x: &[f64], v: &[f64], degree: usize, jet: &mut Vec<f64>) {
     jet.resize((degree + 1) * x.len(), 0.0);
 }
 
-/// The directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … N`,
-/// of `f : ℝⁿ → ℝ` written against [`super::Array`], in Taylor mode: one
-/// trace, one jet of degree `N` through the array program, `O(N²)` work
-/// per element of each map. Entry 1 is `∇f · v`, entry 2 `vᵀ H v`, entry `k`
-/// `Dᵏf(x)[v, …, v]`.
-///
-/// Shapes: `x` and `v` have the same length `n`; the result has `N + 1`
-/// entries.
-///
-/// # Errors
-///
-/// [`Error::LengthMismatch`] unless `v.len() == x.len()`; an error `f`
-/// returns; [`Error::GuardFailed`] as [`TaylorProgram::eval`].
-///
-/// # Example
-///
-/// ```
-/// use approx::assert_relative_eq;
-/// use optic_ad::array::{taylor, Array};
-/// use optic_ad::Real;
-/// use optic_ad::typenum::U4;
-///
-/// // f(x) = Σ sin xᵢ along v: dᵏ/dtᵏ = Σ vᵢᵏ sin⁽ᵏ⁾(xᵢ).
-/// let (x, v) = ([0.3, -0.2], [1.0, 2.0]);
-/// let d = taylor::<U4>(|x| Ok(x.map(|t| t.sin()).sum()), &x, &v).unwrap();
-/// let want = 0.3_f64.sin() + 16.0 * (-0.2_f64).sin();
-/// assert_relative_eq!(d[4], want, max_relative = 1e-14);
-/// ```
-pub fn taylor<N>(
-    f: impl Fn(&super::TArray) -> Result<super::TScalar>,
-    x: &[f64],
-    v: &[f64],
-) -> Result<generic_array::GenericArray<f64, typenum::Add1<N>>>
-where
-    N: typenum::Unsigned
-        + std::ops::Add<typenum::B1>
-        + typenum::IsLessOrEqual<crate::functor::MaxTaylorOrder, Output = typenum::True>,
-    typenum::Add1<N>: generic_array::ArrayLength,
-{
-    let mut d = Directional::new(f, x, N::to_usize())?;
-    let mut out = generic_array::GenericArray::default();
-    d.eval(x, v, &mut out)?;
-    Ok(out)
+impl TaylorProgram<ArrayProgram> {
+    /// Propagates jets: `inputs` holds one jet per program input, each
+    /// `(K + 1)·len` values, coefficient-major. Read the results with
+    /// [`TaylorProgram::output`]. No allocation.
+    ///
+    /// Values follow IEEE 754: a NaN or ∞ coefficient propagates into every
+    /// coefficient that depends on it. Coefficients that are zero by
+    /// structure (above the degree an instruction can reach from the
+    /// inputs: coefficient 1 of a constant) are exact zeros and are never
+    /// multiplied, so the product of `x` and a constant `c` has coefficient
+    /// 1 equal to `x₁ c` even where `x₀ = ∞` (no `∞ · 0 = NaN` term), as
+    /// the structural zeros of derived programs.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`] unless there is one jet per input, of
+    /// `(K + 1)·len` values; [`Error::GuardFailed`] where a recorded
+    /// comparison (in the program or in a map body, for some element) does
+    /// not hold for the constant terms. After an error the outputs hold no
+    /// result.
+    pub fn eval(&mut self, inputs: &[&[f64]]) -> Result<()> {
+        self.jets.eval(inputs)
+    }
+
+    /// The jet of output `k` after [`TaylorProgram::eval`]: `(K + 1)·len`
+    /// values, coefficient-major (empty past the last output).
+    pub fn output(&self, k: usize) -> &[f64] {
+        self.jets.output(k)
+    }
 }
 
-/// Compiled directional derivatives of `f : ℝⁿ → ℝ` to order `K`, in
-/// Taylor mode on the array program: traced once, evaluated at any point
-/// and direction of the traced length with no allocation.
-///
-/// # Example
-///
-/// ```
-/// use approx::assert_relative_eq;
-/// use optic_ad::array::{Array, Directional};
-/// use optic_ad::Real;
-///
-/// // f(x) = Σ xᵢ⁴: d⁴/dt⁴ f(x + t v) = 24 Σ vᵢ⁴ at any x.
-/// let mut d = Directional::new(|x| Ok(x.map(|t| t.powi(4)).sum()), &[0.0; 2], 4).unwrap();
-/// let mut out = [0.0; 5];
-/// d.eval(&[0.5, 1.0], &[1.0, 2.0], &mut out).unwrap();
-/// assert_relative_eq!(out[4], 24.0 * 17.0, max_relative = 1e-14);
-/// assert_relative_eq!(out[1], 4.0 * (0.125 + 2.0), max_relative = 1e-14);
-/// ```
+/// Directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … K`, of
+/// `f : ℝⁿ → ℝ` as an array program in Taylor mode: the array form of
+/// [`crate::Directional`], which re-traces where a guard fails.
 #[derive(Clone, Debug)]
-pub struct Directional {
-    taylor: TaylorProgram,
+pub(crate) struct LineJets {
+    taylor: TaylorProgram<ArrayProgram>,
     jet: Vec<f64>,
     n: usize,
 }
 
-impl Directional {
-    /// Traces `f` at `x` and builds its Taylor program of degree `order`.
-    ///
-    /// Shapes: `x` has the length `n` that [`Directional::eval`] then
-    /// takes for its point and direction; `eval` returns `order + 1`
-    /// derivatives.
-    ///
-    /// # Errors
-    ///
-    /// An error `f` returns while tracing; [`Error::OrderTooHigh`] above
-    /// [`crate::functor::MAX_TAYLOR_ORDER`]; [`Error::AllocationFailed`]
-    /// where the jets (`(order + 1)·n` values for the input, as many per
-    /// instruction) cannot be allocated.
-    pub fn new(
-        f: impl Fn(&super::TArray) -> Result<super::TScalar>,
-        x: &[f64],
-        order: usize,
-    ) -> Result<Self> {
-        let p = super::trace(|xs: &[super::TArray]| f(&xs[0]), &[x])?;
-        Self::from_program(&p, x.len(), order)
-    }
-
+impl LineJets {
     /// The Taylor program of degree `order` of a traced program of one
     /// input of `n` entries and one scalar output.
     pub(crate) fn from_program(p: &ArrayProgram, n: usize, order: usize) -> Result<Self> {
@@ -487,22 +372,17 @@ impl Directional {
                 what: "Directional: jet",
                 elements: len,
             })?;
-        Ok(Directional { taylor, jet, n })
+        Ok(LineJets { taylor, jet, n })
     }
 
     /// The order `K`.
-    pub fn order(&self) -> usize {
+    pub(crate) fn order(&self) -> usize {
         self.taylor.degree()
     }
 
-    /// `out[k] = dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … K`.
-    ///
-    /// # Errors
-    ///
-    /// [`Error::LengthMismatch`] if `x` or `v` does not have the traced
-    /// length or `out` does not have `K + 1` entries (`out` untouched);
-    /// [`Error::GuardFailed`] as [`TaylorProgram::eval`] (`out` untouched).
-    pub fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
+    /// `out[k] = dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … K`; errors as
+    /// [`crate::Directional::eval`] (`out` untouched).
+    pub(crate) fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
         crate::error::check_len("Directional::eval: x", self.n, x.len())?;
         crate::error::check_len("Directional::eval: v", self.n, v.len())?;
         crate::error::check_len("Directional::eval: out, K + 1", self.order() + 1, out.len())?;
@@ -514,7 +394,7 @@ impl Directional {
     }
 
     /// The Taylor program.
-    pub fn program(&self) -> &TaylorProgram {
+    pub(crate) fn program(&self) -> &TaylorProgram<ArrayProgram> {
         &self.taylor
     }
 }

@@ -7,8 +7,8 @@ use crate::error::Result;
 /// [`Program`](crate::Program)s (inputs and outputs are numbers) and
 /// [`ArrayProgram`](crate::array::ArrayProgram)s (inputs and outputs are
 /// arrays). [`crate::nest`], [`crate::Nested`], [`crate::functor::Level`],
-/// [`crate::functor::forward`] and [`crate::functor::reverse_joint`] are
-/// written once over it.
+/// [`crate::functor::forward`], [`crate::functor::reverse_joint`] and
+/// [`crate::functor::TaylorProgram`] are written once over it.
 /// Sealed: the crate implements it for those two.
 pub trait ProgramKind: Clone + std::fmt::Debug + sealed::Sealed {
     /// A block of closure inputs as a caller gives it: `&[f64]` for a
@@ -27,6 +27,10 @@ pub trait ProgramKind: Clone + std::fmt::Debug + sealed::Sealed {
     /// fail), `Result<ArrayProgram>` for an array program (a shape rule
     /// that refuses is reported, not a panic).
     type Derived;
+    /// The Taylor program's program, degree and buffers
+    /// ([`crate::functor::TaylorProgram`]).
+    #[doc(hidden)]
+    type Jets: Clone + std::fmt::Debug;
 
     /// ∂⃗ of the program.
     #[doc(hidden)]
@@ -34,6 +38,17 @@ pub trait ProgramKind: Clone + std::fmt::Debug + sealed::Sealed {
     /// The joint program of ∂⃖.
     #[doc(hidden)]
     fn reverse_joint_kind(&self) -> Self::Derived;
+
+    /// The Taylor program of degree `degree` (at most
+    /// [`crate::functor::MAX_TAYLOR_ORDER`], checked by the caller).
+    #[doc(hidden)]
+    fn taylor_jets(&self, degree: usize) -> Result<Self::Jets>;
+    /// The degree of a Taylor program.
+    #[doc(hidden)]
+    fn jets_degree(jets: &Self::Jets) -> usize;
+    /// The program of a Taylor program.
+    #[doc(hidden)]
+    fn jets_program(jets: &Self::Jets) -> &Self;
 
     /// The number of inputs and of outputs (numbers, or arrays).
     #[doc(hidden)]

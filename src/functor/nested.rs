@@ -113,6 +113,7 @@ impl ProgramKind for Program {
     type Values = Vec<f64>;
     type Stages = ScalarStages;
     type Derived = Program;
+    type Jets = super::taylor::ScalarJets;
 
     fn forward_kind(&self) -> Program {
         super::forward::forward_program(self)
@@ -120,6 +121,18 @@ impl ProgramKind for Program {
 
     fn reverse_joint_kind(&self) -> Program {
         super::reverse::reverse_joint_program(self)
+    }
+
+    fn taylor_jets(&self, degree: usize) -> Result<super::taylor::ScalarJets> {
+        super::taylor::ScalarJets::new(self, degree)
+    }
+
+    fn jets_degree(jets: &super::taylor::ScalarJets) -> usize {
+        jets.degree()
+    }
+
+    fn jets_program(jets: &super::taylor::ScalarJets) -> &Program {
+        jets.program()
     }
 
     fn io(&self) -> (usize, usize) {

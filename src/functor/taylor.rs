@@ -13,6 +13,7 @@
 //! for well-behaved primitives an order-`n` derivative needs `n² − 1`
 //! rather than `2ⁿ` terms.
 
+use super::kind::ProgramKind;
 use crate::error::{Error, Result};
 use crate::program::eval::check_guards;
 use crate::program::{Builder, Op, Program, MAX_ARITY};
@@ -32,7 +33,12 @@ pub type MaxTaylorOrder = typenum::U170;
 
 /// The Taylor functor applied to a program: `P: ℝⁿ → ℝᵐ` becomes
 /// `T_K P: Jₖⁿ → Jₖᵐ` on jets of degree `K`, evaluated many times without
-/// allocation.
+/// allocation. One type for both kinds of program ([`ProgramKind`]): a
+/// scalar [`Program`] (the default, `TaylorProgram`) and an
+/// [`ArrayProgram`](crate::array::ArrayProgram)
+/// (`TaylorProgram<ArrayProgram>`); [`TaylorProgram::new`],
+/// [`TaylorProgram::degree`] and [`TaylorProgram::program`] are the same
+/// for both, evaluation takes each kind's inputs.
 ///
 /// A jet of degree `K` is `K + 1` normalised Taylor coefficients
 /// `[x₀, x₁, …, x_K]` of a curve `x(t) = Σ xₖ tᵏ` (`xₖ = x⁽ᵏ⁾(0)/k!`). The
@@ -53,6 +59,43 @@ pub type MaxTaylorOrder = typenum::U170;
 /// The functor law `T(P ; Q) = T(P) ; T(Q)` holds by action
 /// (`tests/taylor.rs`).
 ///
+/// # Array programs
+///
+/// The jet of an array of `len` elements is `(K + 1)·len` values,
+/// **coefficient-major**: coefficient `k` of element `e` at `k·len + e`.
+/// Along the line `x(t) = x + t v`, an input's jet is `[x, v, 0, …, 0]`
+/// (concatenated), and coefficient `k` of a scalar output is
+/// `Dᵏf(x)[v, …, v] / k!`. Each operation follows its Taylor rule (linear,
+/// bilinear by Cauchy product, or its own recurrence), and a map runs
+/// the scalar jets of its body element by element; coefficients that are
+/// zero by structure (above the degree an instruction can reach from the
+/// inputs) are never computed. Evaluate with
+/// [`eval`](TaylorProgram::<ArrayProgram>::eval) and read each output
+/// with [`output`](TaylorProgram::<ArrayProgram>::output). Where
+/// [`crate::nest`] builds the `2ⁿ − 1` closures of ∂⃖ⁿ, a jet carries one
+/// curve through the program.
+///
+/// `f(x) = Σ eˣⁱ` along `v = 𝟙` at `x = 0`: every coefficient `k` is
+/// `n / k!`.
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::array::{trace, Array, ArrayProgram};
+/// use optic_ad::functor::TaylorProgram;
+/// use optic_ad::Real;
+///
+/// let x = [0.0; 3];
+/// let p = trace(|x: &[_]| Ok(x[0].map(|t| t.exp()).sum()), &[&x]).unwrap();
+/// let mut t: TaylorProgram<ArrayProgram> = TaylorProgram::new(&p, 4).unwrap();
+/// // [x, v, 0, 0, 0], coefficient-major.
+/// let mut jet = vec![0.0; 5 * 3];
+/// jet[3..6].fill(1.0);
+/// t.eval(&[&jet]).unwrap();
+/// let c = t.output(0);
+/// assert_relative_eq!(c[0], 3.0);
+/// assert_relative_eq!(c[4], 3.0 / 24.0, max_relative = 1e-15);
+/// ```
+///
 /// # Example
 ///
 /// The jet of `eˣ` along `x(t) = t`: `1/k!`.
@@ -69,69 +112,48 @@ pub type MaxTaylorOrder = typenum::U170;
 /// assert_relative_eq!(out[5], 1.0 / 120.0);
 /// ```
 #[derive(Debug, Clone)]
-pub struct TaylorProgram {
-    program: Program,
-    degree: usize,
-    /// The jets of every instruction, `degree + 1` coefficients each.
-    vals: Vec<f64>,
-    scratch: Scratch,
-    /// Per rule of the program's table: the Taylor program of its partial
-    /// derivatives at degree `degree − 1`, built on first use where the
-    /// rule has no Taylor rule of its own.
-    partials: Vec<Option<Box<TaylorProgram>>>,
-    /// Buffers of the derived rule: the partials' inputs and outputs.
-    rule_in: Vec<f64>,
-    rule_out: Vec<f64>,
-    /// For [`TaylorProgram::eval_with_error`]: the constant term of every
-    /// instruction in the unperturbed run, and the operands' jets of a
-    /// branching primitive with those constant terms.
-    decided: Vec<f64>,
-    operands: Vec<f64>,
-    /// For [`TaylorProgram::eval_with_error`]: the spread of the outputs
-    /// under the smaller perturbation.
-    small_spread: Vec<f64>,
+pub struct TaylorProgram<P: ProgramKind = Program> {
+    pub(crate) jets: P::Jets,
 }
 
-impl TaylorProgram {
+impl<P: ProgramKind> TaylorProgram<P> {
     /// The Taylor program of `p` at degree `degree` (jets of
-    /// `degree + 1` coefficients).
+    /// `degree + 1` coefficients): a scalar [`Program`] or an
+    /// [`ArrayProgram`](crate::array::ArrayProgram).
     ///
     /// # Errors
     ///
-    /// [`Error::OrderTooHigh`] above [`MAX_TAYLOR_ORDER`]; the errors of
-    /// [`Program::validate`] if `p` is malformed.
-    pub fn new(p: &Program, degree: usize) -> Result<Self> {
+    /// [`Error::OrderTooHigh`] above [`MAX_TAYLOR_ORDER`]; the program's
+    /// own error if it is malformed ([`Program::validate`]) or, for an
+    /// array program, carries a defect (a map body is validated as a
+    /// program); [`Error::AllocationFailed`] where an array program's
+    /// jets (`(degree + 1)·len` values per instruction) cannot be
+    /// allocated (they are allocated here; a scalar program's at the first
+    /// evaluation).
+    pub fn new(p: &P, degree: usize) -> Result<Self> {
         if degree > MAX_TAYLOR_ORDER {
             return Err(Error::OrderTooHigh {
                 order: degree,
                 max: MAX_TAYLOR_ORDER,
             });
         }
-        p.validate()?;
         Ok(TaylorProgram {
-            program: p.clone(),
-            degree,
-            vals: Vec::new(),
-            scratch: Scratch::default(),
-            partials: vec![None; p.rules.len()],
-            rule_in: Vec::new(),
-            rule_out: Vec::new(),
-            decided: Vec::new(),
-            operands: Vec::new(),
-            small_spread: Vec::new(),
+            jets: p.taylor_jets(degree)?,
         })
     }
 
     /// The degree `K`: jets hold `K + 1` coefficients.
     pub fn degree(&self) -> usize {
-        self.degree
+        P::jets_degree(&self.jets)
     }
 
     /// The program whose jets are propagated.
-    pub fn program(&self) -> &Program {
-        &self.program
+    pub fn program(&self) -> &P {
+        P::jets_program(&self.jets)
     }
+}
 
+impl TaylorProgram<Program> {
     /// Propagates jets: `inputs` holds one jet per program input, each of
     /// `degree + 1` coefficients, concatenated (input `i` at
     /// `i·(K+1) .. (i+1)·(K+1)`); `outputs` receives one jet per program
@@ -151,20 +173,7 @@ impl TaylorProgram {
     /// [`Error::AllocationFailed`] where the jets (`K + 1` values per
     /// instruction, allocated at the first call) cannot be allocated.
     pub fn eval(&mut self, inputs: &[f64], outputs: &mut [f64]) -> Result<()> {
-        let w = self.degree + 1;
-        let p = &self.program;
-        if outputs.len() != p.outputs.len() * w {
-            return Err(Error::LengthMismatch {
-                what: "Taylor program outputs (jets)",
-                expected: p.outputs.len() * w,
-                got: outputs.len(),
-            });
-        }
-        self.run(inputs)?;
-        for (o, v) in outputs.chunks_exact_mut(w).zip(&self.program.outputs) {
-            jet::copy(o, &self.vals[v.index() * w..][..w]);
-        }
-        Ok(())
+        self.jets.eval(inputs, outputs)
     }
 
     /// [`TaylorProgram::eval`], and beside each output coefficient an
@@ -230,6 +239,94 @@ impl TaylorProgram {
     /// assert!(err[120] > c[120].abs());
     /// ```
     pub fn eval_with_error(
+        &mut self,
+        inputs: &[f64],
+        outputs: &mut [f64],
+        errors: &mut [f64],
+    ) -> Result<()> {
+        self.jets.eval_with_error(inputs, outputs, errors)
+    }
+}
+
+/// The scalar form of a [`TaylorProgram`]: the program, its degree and
+/// the buffers its jets are computed in.
+#[doc(hidden)]
+#[derive(Debug, Clone)]
+pub struct ScalarJets {
+    program: Program,
+    degree: usize,
+    /// The jets of every instruction, `degree + 1` coefficients each.
+    vals: Vec<f64>,
+    scratch: Scratch,
+    /// Per rule of the program's table: the Taylor program of its partial
+    /// derivatives at degree `degree − 1`, built on first use where the
+    /// rule has no Taylor rule of its own.
+    partials: Vec<Option<Box<ScalarJets>>>,
+    /// Buffers of the derived rule: the partials' inputs and outputs.
+    rule_in: Vec<f64>,
+    rule_out: Vec<f64>,
+    /// For `eval_with_error`: the constant term of every
+    /// instruction in the unperturbed run, and the operands' jets of a
+    /// branching primitive with those constant terms.
+    decided: Vec<f64>,
+    operands: Vec<f64>,
+    /// For `eval_with_error`: the spread of the outputs
+    /// under the smaller perturbation.
+    small_spread: Vec<f64>,
+}
+
+impl ScalarJets {
+    /// The scalar Taylor program of `p` at degree `degree`.
+    pub(crate) fn new(p: &Program, degree: usize) -> Result<Self> {
+        if degree > MAX_TAYLOR_ORDER {
+            return Err(Error::OrderTooHigh {
+                order: degree,
+                max: MAX_TAYLOR_ORDER,
+            });
+        }
+        p.validate()?;
+        Ok(ScalarJets {
+            program: p.clone(),
+            degree,
+            vals: Vec::new(),
+            scratch: Scratch::default(),
+            partials: vec![None; p.rules.len()],
+            rule_in: Vec::new(),
+            rule_out: Vec::new(),
+            decided: Vec::new(),
+            operands: Vec::new(),
+            small_spread: Vec::new(),
+        })
+    }
+
+    pub(crate) fn degree(&self) -> usize {
+        self.degree
+    }
+
+    pub(crate) fn program(&self) -> &Program {
+        &self.program
+    }
+
+    /// [`TaylorProgram::eval`].
+    pub(crate) fn eval(&mut self, inputs: &[f64], outputs: &mut [f64]) -> Result<()> {
+        let w = self.degree + 1;
+        let p = &self.program;
+        if outputs.len() != p.outputs.len() * w {
+            return Err(Error::LengthMismatch {
+                what: "Taylor program outputs (jets)",
+                expected: p.outputs.len() * w,
+                got: outputs.len(),
+            });
+        }
+        self.run(inputs)?;
+        for (o, v) in outputs.chunks_exact_mut(w).zip(&self.program.outputs) {
+            jet::copy(o, &self.vals[v.index() * w..][..w]);
+        }
+        Ok(())
+    }
+
+    /// [`TaylorProgram::eval_with_error`].
+    pub(crate) fn eval_with_error(
         &mut self,
         inputs: &[f64],
         outputs: &mut [f64],
@@ -319,7 +416,7 @@ impl TaylorProgram {
         decide_as_before: bool,
         mut after: impl FnMut(&mut [f64]),
     ) -> Result<()> {
-        let TaylorProgram {
+        let ScalarJets {
             program: p,
             degree,
             vals,
@@ -484,7 +581,7 @@ fn partials_program(r: &CustomRule) -> Program {
 /// `yₖ = Σᵢ chain(xᵢ, gᵢ, k)`. `y[0]` is written by the caller.
 fn derived_rule_taylor(
     r: &CustomRule,
-    partials: &mut Option<Box<TaylorProgram>>,
+    partials: &mut Option<Box<ScalarJets>>,
     rule_in: &mut Vec<f64>,
     rule_out: &mut Vec<f64>,
     xs: &[&[f64]],
@@ -497,7 +594,7 @@ fn derived_rule_taylor(
     let k = xs.len();
     let sub = match partials {
         Some(s) => s,
-        None => partials.insert(Box::new(TaylorProgram::new(&partials_program(r), w - 2)?)),
+        None => partials.insert(Box::new(ScalarJets::new(&partials_program(r), w - 2)?)),
     };
     // Inputs of the partials: the arguments' jets truncated to K − 1.
     rule_in.clear();

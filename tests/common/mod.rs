@@ -626,3 +626,44 @@ pub fn rosenbrock_closed(x: &[f64], v: &[f64]) -> (Vec<f64>, Vec<f64>) {
     }
     (g, hv)
 }
+
+// ---------------------------------------------------------------------------
+// One-shot drivers of array-trace functions, through the compiled drivers
+// (the crate has one `Gradient`, `Hvp` and `Directional` for both traces)
+// ---------------------------------------------------------------------------
+
+/// `∇f(x)` of a function of the array trace: `Gradient::array` traced
+/// and run once.
+pub fn array_gradient(
+    f: impl Fn(&optic_ad::array::TArray) -> optic_ad::Result<optic_ad::array::TScalar>,
+    x: &[f64],
+) -> optic_ad::Result<Vec<f64>> {
+    Ok(optic_ad::Gradient::array(f, x)?.eval_at(x)?.1)
+}
+
+/// `H(x) v` of a function of the array trace: `Hvp::array` traced and
+/// run once.
+pub fn array_hvp(
+    f: impl Fn(&optic_ad::array::TArray) -> optic_ad::Result<optic_ad::array::TScalar>,
+    x: &[f64],
+    v: &[f64],
+) -> optic_ad::Result<Vec<f64>> {
+    optic_ad::Hvp::array(f, x)?.hvp_at(x, v)
+}
+
+/// `dᵏ/dtᵏ f(x + t v)`, `k = 0 … N`, of a function of the array trace:
+/// `Directional::array` traced and run once.
+pub fn array_taylor<N>(
+    f: impl Fn(&optic_ad::array::TArray) -> optic_ad::Result<optic_ad::array::TScalar>,
+    x: &[f64],
+    v: &[f64],
+) -> optic_ad::Result<optic_ad::generic_array::GenericArray<f64, optic_ad::typenum::Add1<N>>>
+where
+    N: optic_ad::typenum::Unsigned + std::ops::Add<optic_ad::typenum::B1>,
+    optic_ad::typenum::Add1<N>: optic_ad::generic_array::ArrayLength,
+{
+    let mut d = optic_ad::Directional::array(f, x, N::to_usize())?;
+    let mut out = optic_ad::generic_array::GenericArray::default();
+    d.eval(x, v, &mut out)?;
+    Ok(out)
+}

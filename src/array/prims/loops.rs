@@ -800,7 +800,7 @@ struct RevolveDerived {
     /// mode and unrolling).
     expansion: OnceLock<std::result::Result<ArrayProgram, Error>>,
     /// Its Taylor program, for the last degree asked.
-    jets: Mutex<Option<crate::array::TaylorProgram>>,
+    jets: Mutex<Option<TaylorProgram<ArrayProgram>>>,
     /// The checkpointed pullback of the scan's pushforward scan, with the
     /// same snapshots (see [`Revolve::second_order`]).
     tangent: OnceLock<Option<ArrayPrim>>,
@@ -1441,7 +1441,7 @@ impl ArrayPrimitive for Revolve {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.as_ref().is_none_or(|t| t.degree() != degree) {
-            *cache = Some(crate::array::TaylorProgram::new(self.expansion()?, degree)?);
+            *cache = Some(TaylorProgram::new(self.expansion()?, degree)?);
         }
         let Some(t) = cache.as_mut() else {
             return Err(Error::WorkspaceMismatch);

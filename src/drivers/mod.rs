@@ -18,6 +18,10 @@
 //! Inside programs a structural zero is the constant `−0.0`; a derivative
 //! that is structurally zero is returned by every driver as `+0.0`.
 
+mod directional;
+
+pub use directional::Directional;
+
 use std::borrow::Cow;
 use std::ops::Add;
 
@@ -576,12 +580,10 @@ fn taylor_or_host(
     f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[f64],
     order: usize,
-) -> Result<Code<TaylorProgram, crate::array::Directional>> {
+) -> Result<Code<TaylorProgram, crate::array::LineJets>> {
     let n = x.len();
     Ok(
-        match trace_or_host(f, x, |p| {
-            crate::array::Directional::from_program(p, n, order)
-        })? {
+        match trace_or_host(f, x, |p| crate::array::LineJets::from_program(p, n, order))? {
             Code::Scalar(t) => Code::Scalar(TaylorProgram::new(&t.finish().program, order)?),
             Code::Hosted(d) => Code::Hosted(d),
         },
@@ -1639,7 +1641,7 @@ fn univariate_code<R: IntoTraced<Tracer>>(
     f: &impl Fn(Tracer) -> R,
     x: f64,
     order: usize,
-) -> Result<Code<TaylorProgram, Box<crate::array::Directional>>> {
+) -> Result<Code<TaylorProgram, Box<crate::array::LineJets>>> {
     let mut g = |t: &[Tracer]| f(t[0]).into_traced();
     Ok(match taylor_or_host(&mut g, &[x], order)? {
         Code::Scalar(t) => Code::Scalar(t),
@@ -1687,7 +1689,7 @@ where
     f: F,
     /// The Taylor program: the scalar trace's, or for code with loops the
     /// array trace's.
-    taylor: Code<TaylorProgram, Box<crate::array::Directional>>,
+    taylor: Code<TaylorProgram, Box<crate::array::LineJets>>,
     input: GenericArray<f64, Add1<N>>,
     out: GenericArray<f64, Add1<N>>,
     /// The program of [`Derivatives::eval_at`] at non-`f64` points, built
@@ -1711,7 +1713,7 @@ const NATIVE_ORDER: usize = 3;
 /// could not run natively (user rules, or longer than the backend
 /// compiles): there the Taylor jets are faster.
 fn native_derivatives(
-    t: &Code<TaylorProgram, Box<crate::array::Directional>>,
+    t: &Code<TaylorProgram, Box<crate::array::LineJets>>,
     order: usize,
 ) -> Result<Option<(Executable, Registers)>> {
     let Code::Scalar(t) = t else {

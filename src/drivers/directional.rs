@@ -1,0 +1,224 @@
+//! The compiled directional derivatives of `f : ℝⁿ → ℝ` in Taylor mode:
+//! [`Directional`], one type for functions of scalar tracers and of the
+//! array trace, as [`Gradient`](super::Gradient) and [`Hvp`](super::Hvp).
+
+use super::{
+    check_nonempty, directional_jet, run_or_retrace, taylor_or_host, Code, IntoTraced,
+    LeafFunction, OnArray,
+};
+use crate::array::{trace_scalar, ArrayProgram, LineJets, TArray, TScalar};
+use crate::error::{check_len, Result};
+use crate::functor::taylor::scale_by_factorials;
+use crate::functor::TaylorProgram;
+use crate::program::trace::Tracer;
+
+/// Compiled directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`,
+/// `k = 0 … K`, of `f : ℝⁿ → ℝ` in Taylor mode (Griewank & Walther,
+/// *Evaluating Derivatives*, 2nd ed., §13.2): `f` is traced once, its
+/// [`TaylorProgram`] of degree `K` built once, and each
+/// [`Directional::eval`] pushes one jet along the line at any point and
+/// direction, `O(K²)` work per primitive, with no allocation. Entry 1 is
+/// `∇f · v`, entry 2 `vᵀ H v`, entry `k` `Dᵏf(x)[v, …, v]`; the one-shot
+/// form is [`crate::taylor()`].
+///
+/// One type for both traces, as [`Gradient`](super::Gradient):
+/// [`Directional::new`] for a function of scalar tracers (code with
+/// [`crate::fold`] or [`crate::while_loop`] is traced on the array trace,
+/// each loop one instruction whose jets run through its body), and
+/// [`Directional::array`] for a function written against
+/// [`Array`](crate::array::Array) (one instruction per array operation,
+/// whatever `n`). Where a guard recorded at the trace point no longer
+/// holds, `f` is traced again at the new point.
+///
+/// Shapes: `x` and `v` have the `n` entries of the point traced at; the
+/// result has `K + 1`. `K` is at most
+/// [`MAX_TAYLOR_ORDER`](crate::functor::MAX_TAYLOR_ORDER).
+///
+/// NaN and ∞ follow IEEE 754 as in [`TaylorProgram::eval`].
+///
+/// # Example
+///
+/// ```
+/// use approx::assert_relative_eq;
+/// use optic_ad::{Directional, Real};
+///
+/// // f(x) = x₀ x₁ + sin x₁ along v: f‴ = −v₁³ cos x₁.
+/// let mut d = Directional::new(|x| x[0] * x[1] + x[1].sin(), &[0.0, 0.0], 3).unwrap();
+/// let mut out = [0.0; 4];
+/// d.eval(&[1.0, 0.5], &[2.0, 1.0], &mut out).unwrap();
+/// assert_relative_eq!(out[1], 1.0 + 2.0 * 0.5 + 0.5_f64.cos(), max_relative = 1e-14);
+/// assert_relative_eq!(out[2], 2.0 * 2.0 - 0.5_f64.sin(), max_relative = 1e-14);
+/// assert_relative_eq!(out[3], -0.5_f64.cos(), max_relative = 1e-14);
+/// ```
+#[derive(Clone)]
+pub struct Directional<F> {
+    f: F,
+    n: usize,
+    order: usize,
+    code: DirectionalCode,
+    /// The input jets of a scalar Taylor program.
+    jet: Vec<f64>,
+}
+
+/// A compiled directional derivative's program: the Taylor program of the
+/// scalar trace, or of the array trace (functions of the array trace and
+/// scalar code with loops).
+type DirectionalCode = Code<TaylorProgram, Box<LineJets>>;
+
+impl<F> std::fmt::Debug for Directional<F> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let mut d = f.debug_struct("Directional");
+        d.field("n", &self.n).field("order", &self.order);
+        match &self.code {
+            Code::Scalar(t) => d.field("program_len", &t.program().len()),
+            Code::Hosted(t) => d.field("array_program_len", &t.program().program().len()),
+        };
+        d.finish()
+    }
+}
+
+impl<F, R> Directional<F>
+where
+    F: Fn(&[Tracer]) -> R,
+    R: IntoTraced<Tracer>,
+{
+    /// Traces `f` at `x0` and builds its Taylor program of degree `order`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyInput`](crate::Error::EmptyInput) for an empty `x0`;
+    /// an error `f` returns while tracing;
+    /// [`Error::CapturedOutsideTrace`](crate::Error::CapturedOutsideTrace)
+    /// if `f` closes over tracers of another trace;
+    /// [`Error::OrderTooHigh`](crate::Error::OrderTooHigh) above
+    /// [`MAX_TAYLOR_ORDER`](crate::functor::MAX_TAYLOR_ORDER);
+    /// [`Error::AllocationFailed`](crate::Error::AllocationFailed) where
+    /// the jets cannot be allocated.
+    pub fn new(f: F, x0: &[f64], order: usize) -> Result<Self> {
+        check_nonempty("Directional", x0.len())?;
+        let code = Self::build(&f, x0, order)?;
+        Ok(Directional::with_code(f, x0.len(), order, code))
+    }
+}
+
+impl<F: Fn(&TArray) -> Result<TScalar>> Directional<OnArray<F>> {
+    /// Traces `f`, written against [`Array`](crate::array::Array) and
+    /// called here on the array trace, at `x0` and builds the Taylor
+    /// program of degree `order` of its array program: one instruction
+    /// per array operation, each map running the jets of its body element
+    /// by element. The same type as [`Directional::new`]'s, with the same
+    /// [`Directional::eval`] and re-tracing where a guard fails (a
+    /// comparison inside a map body must hold in every element, as for
+    /// [`Gradient::array`](super::Gradient::array)).
+    ///
+    /// # Errors
+    ///
+    /// As [`Directional::new`].
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::array::Array;
+    /// use optic_ad::{Directional, Real};
+    ///
+    /// // f(x) = Σ sin xᵢ along v: dᵏ/dtᵏ = Σ vᵢᵏ sin⁽ᵏ⁾(xᵢ).
+    /// let (x, v) = ([0.3, -0.2], [1.0, 2.0]);
+    /// let mut d = Directional::array(|x| Ok(x.map(|t| t.sin()).sum()), &x, 4).unwrap();
+    /// let mut out = [0.0; 5];
+    /// d.eval(&x, &v, &mut out).unwrap();
+    /// let want = 0.3_f64.sin() + 16.0 * (-0.2_f64).sin();
+    /// assert_relative_eq!(out[4], want, max_relative = 1e-14);
+    /// ```
+    pub fn array(f: F, x0: &[f64], order: usize) -> Result<Self> {
+        check_nonempty("Directional", x0.len())?;
+        let f = OnArray(f);
+        let code = Self::build(&f, x0, order)?;
+        Ok(Directional::with_code(f, x0.len(), order, code))
+    }
+}
+
+impl<F: LeafFunction> Directional<F> {
+    /// The driver of `f` on `n` leaves, from its first program.
+    fn with_code(f: F, n: usize, order: usize, code: DirectionalCode) -> Self {
+        Directional {
+            f,
+            n,
+            order,
+            code,
+            jet: Vec::new(),
+        }
+    }
+
+    /// The Taylor program of `f` traced at `x`: on the scalar trace, or on
+    /// the array trace for a function of it and for code with loops.
+    fn build(f: &F, x: &[f64], order: usize) -> Result<DirectionalCode> {
+        if let Some(af) = f.array_function() {
+            let p = trace_scalar(af, x)?;
+            return Ok(Code::Hosted(Box::new(LineJets::from_program(
+                &p,
+                x.len(),
+                order,
+            )?)));
+        }
+        Ok(match taylor_or_host(&mut |t| f.call_leaves(t), x, order)? {
+            Code::Scalar(t) => Code::Scalar(t),
+            Code::Hosted(d) => Code::Hosted(Box::new(d)),
+        })
+    }
+
+    /// The order `K`: [`Directional::eval`] returns `K + 1` derivatives.
+    pub fn order(&self) -> usize {
+        self.order
+    }
+
+    /// `out[k] = dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … K`. No allocation
+    /// in steady state (the first call at a scalar program allocates its
+    /// jets).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`](crate::Error::LengthMismatch) unless `x`
+    /// and `v` have `n` entries and `out` has `K + 1`; errors of
+    /// re-tracing where a guard fails;
+    /// [`Error::GuardFailed`](crate::Error::GuardFailed) where a
+    /// comparison inside an array map body fails for some element. After
+    /// an error `out` holds no result.
+    pub fn eval(&mut self, x: &[f64], v: &[f64], out: &mut [f64]) -> Result<()> {
+        check_len("Directional: x", self.n, x.len())?;
+        check_len("Directional: v", self.n, v.len())?;
+        check_len("Directional: out, K + 1", self.order + 1, out.len())?;
+        let (f, order, jet) = (&self.f, self.order, &mut self.jet);
+        run_or_retrace(
+            &mut self.code,
+            || Self::build(f, x, order),
+            |c| match c {
+                Code::Scalar(t) => {
+                    directional_jet(t, x, v, jet, out)?;
+                    scale_by_factorials(out);
+                    Ok(())
+                }
+                Code::Hosted(d) => d.eval(x, v, out),
+            },
+        )
+    }
+
+    /// The Taylor program of the scalar trace; `None` where `f` was traced
+    /// on the array trace ([`Directional::array_program`]).
+    pub fn program(&self) -> Option<&TaylorProgram> {
+        match &self.code {
+            Code::Scalar(t) => Some(t),
+            Code::Hosted(_) => None,
+        }
+    }
+
+    /// The Taylor program of the array trace: for a function of the array
+    /// trace ([`Directional::array`]) and for code with loops that it
+    /// holds; `None` otherwise.
+    pub fn array_program(&self) -> Option<&TaylorProgram<ArrayProgram>> {
+        match &self.code {
+            Code::Scalar(_) => None,
+            Code::Hosted(d) => Some(d.program()),
+        }
+    }
+}
