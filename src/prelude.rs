@@ -26,5 +26,5 @@ pub use crate::typenum::{U1, U2, U3, U4};
 pub use crate::{
     d3, derivative, fold, fold_with, gradient, hessian, hvp, jacobian, jvp, pullback, scan,
     scan_with, taylor, value_and_gradient, vjp, while_loop, while_loop_with, Checkpoints,
-    Derivatives, Differentiable, Error, Gradient, Hvp, Pullback, Real, Result, Tracer,
+    Derivatives, Differentiable, Directional, Error, Gradient, Hvp, Pullback, Real, Result, Tracer,
 };

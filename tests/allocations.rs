@@ -438,3 +438,24 @@ fn threaded_array_drivers_do_not_allocate_inside_a_pool() {
         assert_eq!(info.count_total, 0);
     });
 }
+
+/// `Directional::eval_point` on a structured point (a tuple of a scalar
+/// and a `Vec`): the leaves and the direction go into kept buffers.
+#[test]
+fn structured_directional_does_not_allocate() {
+    fn f<T: Real>(p: &(T, Vec<T>)) -> T {
+        p.1.iter().fold(p.0, |s, &w| s * w.sin())
+    }
+    let p = (0.5, vec![0.3, -0.2, 1.1]);
+    let v = (1.0, vec![0.0, 1.0, 0.5]);
+    let mut d = optic_ad::Directional::structured(f, &p, 4).unwrap();
+    let mut out = [0.0; 5];
+    d.eval_point(&p, &v, &mut out).unwrap();
+    let mut q = p.clone();
+    let run = |k: usize| {
+        q.0 = 0.5 + 0.1 * k as f64;
+        d.eval_point(&q, &v, &mut out).unwrap();
+        assert!(out[4].is_finite());
+    };
+    assert_steady_state_allocates_nothing(run);
+}

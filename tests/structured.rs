@@ -419,7 +419,10 @@ fn compiled_drivers_on_a_struct_equal_their_flat_forms_bit_for_bit() {
     let mut gf = Gradient::new(model_loss_flat, &x).unwrap();
     let mut h = Hvp::structured(model_loss, &m).unwrap();
     let mut hf = Hvp::new(model_loss_flat, &x).unwrap();
+    let mut d = optic_ad::Directional::structured(model_loss, &m, 3).unwrap();
+    let mut df = optic_ad::Directional::new(model_loss_flat, &x, 3).unwrap();
     let (mut grad, mut hv) = (vec![0.0; 13], vec![0.0; 13]);
+    let (mut dk, mut dkf) = ([0.0; 4], [0.0; 4]);
     for k in 0..4 {
         let mut p = model();
         p.scale += 0.1 * k as f64;
@@ -436,6 +439,16 @@ fn compiled_drivers_on_a_struct_equal_their_flat_forms_bit_for_bit() {
         let hs = h.apply_point(&gs).unwrap();
         hf.apply(&grad, &mut hv).unwrap();
         assert_eq!(bits(&flat(&hs)), bits(&hv));
+
+        // Along the gradient: dᵏ/dtᵏ f(p + t g), structured and flat.
+        d.eval_point(&p, &gs, &mut dk).unwrap();
+        df.eval(&xp, &grad, &mut dkf).unwrap();
+        assert_eq!(bits(&dk), bits(&dkf));
+        // Entry 1 is ∇f · g, entry 2 gᵀ H g.
+        let gg: f64 = grad.iter().map(|g| g * g).sum();
+        assert_relative_eq!(dk[1], gg, max_relative = 1e-12);
+        let ghg: f64 = grad.iter().zip(&hv).map(|(g, h)| g * h).sum();
+        assert_relative_eq!(dk[2], ghg, max_relative = 1e-12);
     }
     // Another structure is refused, by both.
     let mut other = model();
@@ -452,6 +465,14 @@ fn compiled_drivers_on_a_struct_equal_their_flat_forms_bit_for_bit() {
         h.apply_point(&other),
         Err(Error::StructureMismatch { .. })
     ));
+    dk = [7.0; 4];
+    for r in [
+        d.eval_point(&other, &m, &mut dk),
+        d.eval_point(&m, &other, &mut dk),
+    ] {
+        assert!(matches!(r, Err(Error::StructureMismatch { .. })), "{r:?}");
+    }
+    assert_eq!(dk, [7.0; 4]);
 }
 
 /// A branch on a field: the compiled structured drivers re-trace where
@@ -586,9 +607,22 @@ fn compiled_structured_drivers_retrace_where_the_data_change() {
     let at = |data: Vec<f64>| Batch { w: 1.5, data };
     let mut g = Gradient::structured(f, &at(vec![1.0])).unwrap();
     let mut h = Hvp::structured(f, &at(vec![1.0])).unwrap();
+    let mut d = optic_ad::Directional::structured(f, &at(vec![1.0]), 2).unwrap();
     for data in [vec![1.0], vec![10.0, 20.0], vec![3.0], vec![3.0]] {
         let sq: f64 = data.iter().map(|d| d * d).sum();
         let p = at(data);
+        // Along w: (w + t)² Σ d², second derivative 2 Σ d².
+        let mut dk = [0.0; 3];
+        d.eval_point(
+            &p,
+            &Batch {
+                w: 1.0,
+                data: vec![],
+            },
+            &mut dk,
+        )
+        .unwrap();
+        assert_eq!(dk[2], 2.0 * sq);
         let (y, grad) = g.eval_point(&p).unwrap();
         assert_relative_eq!(y, 1.5 * 1.5 * sq, max_relative = 1e-15);
         assert_relative_eq!(grad.w, 2.0 * 1.5 * sq, max_relative = 1e-15);

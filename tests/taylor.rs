@@ -444,6 +444,13 @@ fn compiled_directional_retraces_and_checks_lengths() {
         optic_ad::Directional::new(f, &[1.0, 1.0], MAX_TAYLOR_ORDER + 1),
         Err(Error::OrderTooHigh { .. })
     ));
+    // Refused before `f` is traced (a long loop would otherwise be traced
+    // unrolled first, only to be refused after).
+    let never = |_: &[Tracer]| -> Tracer { unreachable!("traced for a refused order") };
+    assert!(matches!(
+        optic_ad::Directional::new(never, &[1.0], usize::MAX),
+        Err(Error::OrderTooHigh { .. })
+    ));
 }
 
 /// `d3` against the nested-reverse third derivative: `D³f[u, v, w]` is the

@@ -151,7 +151,7 @@ impl ArrayJets {
         &self.program
     }
 
-    /// [`TaylorProgram::eval`].
+    /// The array `TaylorProgram::eval`.
     pub(crate) fn eval(&mut self, inputs: &[&[f64]]) -> Result<()> {
         let w = self.degree + 1;
         let p = &self.program;
@@ -342,7 +342,7 @@ impl TaylorProgram<ArrayProgram> {
         self.jets.eval(inputs)
     }
 
-    /// The jet of output `k` after [`TaylorProgram::eval`]: `(K + 1)·len`
+    /// The jet of output `k` after the array `eval` (above): `(K + 1)·len`
     /// values, coefficient-major (empty past the last output).
     pub fn output(&self, k: usize) -> &[f64] {
         self.jets.output(k)

@@ -4,12 +4,13 @@
 
 use super::{
     check_nonempty, directional_jet, run_or_retrace, taylor_or_host, Code, IntoTraced,
-    LeafFunction, OnArray,
+    LeafFunction, OnArray, OnPoint,
 };
 use crate::array::{trace_scalar, ArrayProgram, LineJets, TArray, TScalar};
-use crate::error::{check_len, Result};
+use crate::differentiable::{Differentiable, Point};
+use crate::error::{check_len, Error, Result};
 use crate::functor::taylor::scale_by_factorials;
-use crate::functor::TaylorProgram;
+use crate::functor::{TaylorProgram, MAX_TAYLOR_ORDER};
 use crate::program::trace::Tracer;
 
 /// Compiled directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`,
@@ -22,7 +23,8 @@ use crate::program::trace::Tracer;
 /// form is [`crate::taylor()`].
 ///
 /// One type for both traces, as [`Gradient`](super::Gradient):
-/// [`Directional::new`] for a function of scalar tracers (code with
+/// [`Directional::new`] for a function of scalar tracers (and
+/// [`Directional::structured`] for one of a struct of yours) (code with
 /// [`crate::fold`] or [`crate::while_loop`] is traced on the array trace,
 /// each loop one instruction whose jets run through its body), and
 /// [`Directional::array`] for a function written against
@@ -34,7 +36,9 @@ use crate::program::trace::Tracer;
 /// result has `K + 1`. `K` is at most
 /// [`MAX_TAYLOR_ORDER`](crate::functor::MAX_TAYLOR_ORDER).
 ///
-/// NaN and ∞ follow IEEE 754 as in [`TaylorProgram::eval`].
+/// NaN and ∞ follow IEEE 754 as in the evaluation of a
+/// [`TaylorProgram`]. The points are `f64`: inside another trace (tracer
+/// or num-dual points) call [`crate::taylor()`], which nests.
 ///
 /// # Example
 ///
@@ -58,6 +62,20 @@ pub struct Directional<F> {
     code: DirectionalCode,
     /// The input jets of a scalar Taylor program.
     jet: Vec<f64>,
+    /// The leaves of a structured direction ([`Directional::eval_point`]).
+    direction: Vec<f64>,
+}
+
+/// Refuses an order above [`MAX_TAYLOR_ORDER`] before anything is traced
+/// (a function with a long loop would otherwise be traced unrolled first).
+fn check_order(order: usize) -> Result<()> {
+    if order > MAX_TAYLOR_ORDER {
+        return Err(Error::OrderTooHigh {
+            order,
+            max: MAX_TAYLOR_ORDER,
+        });
+    }
+    Ok(())
 }
 
 /// A compiled directional derivative's program: the Taylor program of the
@@ -95,6 +113,7 @@ where
     /// [`Error::AllocationFailed`](crate::Error::AllocationFailed) where
     /// the jets cannot be allocated.
     pub fn new(f: F, x0: &[f64], order: usize) -> Result<Self> {
+        check_order(order)?;
         check_nonempty("Directional", x0.len())?;
         let code = Self::build(&f, x0, order)?;
         Ok(Directional::with_code(f, x0.len(), order, code))
@@ -131,10 +150,100 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Directional<OnArray<F>> {
     /// assert_relative_eq!(out[4], want, max_relative = 1e-14);
     /// ```
     pub fn array(f: F, x0: &[f64], order: usize) -> Result<Self> {
+        check_order(order)?;
         check_nonempty("Directional", x0.len())?;
         let f = OnArray(f);
         let code = Self::build(&f, x0, order)?;
         Ok(Directional::with_code(f, x0.len(), order, code))
+    }
+}
+
+impl<P, F, R> Directional<OnPoint<P, F>>
+where
+    P: Differentiable<Scalar = f64> + Point<Scalar = f64> + Clone,
+    F: Fn(&P::Arg<Tracer>) -> R,
+    R: IntoTraced<Tracer>,
+{
+    /// Traces `f`, a function of a structured point (a struct deriving
+    /// [`Differentiable`]), at `p0` and builds its Taylor program of
+    /// degree `order`: the compiled form of [`crate::taylor()`] on such
+    /// points. Later points and directions must have `p0`'s structure (its
+    /// `Vec` lengths); where a point's data fields
+    /// (`#[differentiable(skip)]`) differ from those of the point last
+    /// traced at, `f` is traced again (as where a guard fails).
+    ///
+    /// # Errors
+    ///
+    /// [`Error::EmptyInput`](crate::Error::EmptyInput) if `p0` has no
+    /// leaves; as [`Directional::new`] otherwise.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{Differentiable, Directional, Real};
+    ///
+    /// #[derive(Clone, Differentiable)]
+    /// struct Wave<T> {
+    ///     amplitude: T,
+    ///     phase: T,
+    ///     #[differentiable(skip)]
+    ///     harmonic: usize,
+    /// }
+    /// fn f<T: Real>(w: &Wave<T>) -> T {
+    ///     w.amplitude * (w.phase * w.harmonic as f64).sin()
+    /// }
+    /// let w = Wave { amplitude: 2.0, phase: 0.3, harmonic: 3 };
+    /// let mut d = Directional::structured(f, &w, 2).unwrap();
+    /// // Along the phase only: d²/dt² = −9 a sin(3 φ).
+    /// let v = Wave { amplitude: 0.0, phase: 1.0, harmonic: 3 };
+    /// let mut out = [0.0; 3];
+    /// d.eval_point(&w, &v, &mut out).unwrap();
+    /// assert_relative_eq!(out[2], -9.0 * 2.0 * 0.9_f64.sin(), max_relative = 1e-14);
+    /// ```
+    pub fn structured(f: F, p0: &P, order: usize) -> Result<Self> {
+        check_order(order)?;
+        let n = p0.leaf_count();
+        check_nonempty("Directional", n)?;
+        let f = OnPoint::new(f, p0);
+        let code = Self::build(&f, &p0.leaves(), order)?;
+        Ok(Directional::with_code(f, n, order, code))
+    }
+
+    /// `out[k] = dᵏ/dtᵏ f(p + t v)` at `t = 0`, `k = 0 … K`, at a point
+    /// and a direction of the structure `f` was built at (`v`'s data
+    /// fields are not read). A point with other data fields than the
+    /// point last traced at is traced again. No allocation in steady
+    /// state.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::StructureMismatch`](crate::Error::StructureMismatch)
+    /// unless `p` and `v` have the structure of the point the driver was
+    /// built at; as [`Directional::eval`] otherwise.
+    pub fn eval_point(&mut self, p: &P, v: &P, out: &mut [f64]) -> Result<()> {
+        if !self.f.point.same_shape(v) {
+            return Err(Error::StructureMismatch {
+                what: "Directional: direction",
+            });
+        }
+        let (x, new_data) = self.f.take_leaves("Directional: point", p)?;
+        if new_data {
+            match Self::build(&self.f, &x, self.order) {
+                Ok(code) => self.code = code,
+                Err(e) => {
+                    self.f.restore(x);
+                    return Err(e);
+                }
+            }
+        }
+        let mut dir = std::mem::take(&mut self.direction);
+        dir.clear();
+        v.flatten_into(&mut dir);
+        let r = self.eval(&x, &dir, out);
+        self.f.restore(x);
+        self.direction = dir;
+        r
     }
 }
 
@@ -147,6 +256,7 @@ impl<F: LeafFunction> Directional<F> {
             order,
             code,
             jet: Vec::new(),
+            direction: Vec::new(),
         }
     }
 

@@ -176,7 +176,7 @@ impl TaylorProgram<Program> {
         self.jets.eval(inputs, outputs)
     }
 
-    /// [`TaylorProgram::eval`], and beside each output coefficient an
+    /// The scalar `eval` (above), and beside each output coefficient an
     /// estimate of its rounding error (absolute, in the units of the
     /// coefficient), `errors` laid out as `outputs`.
     ///
@@ -218,7 +218,7 @@ impl TaylorProgram<Program> {
     ///
     /// # Errors
     ///
-    /// As [`TaylorProgram::eval`], and [`Error::LengthMismatch`] unless
+    /// As the scalar `eval` (above), and [`Error::LengthMismatch`] unless
     /// `errors.len() == outputs.len()`.
     ///
     /// # Example
@@ -307,7 +307,7 @@ impl ScalarJets {
         &self.program
     }
 
-    /// [`TaylorProgram::eval`].
+    /// The scalar `TaylorProgram::eval`.
     pub(crate) fn eval(&mut self, inputs: &[f64], outputs: &mut [f64]) -> Result<()> {
         let w = self.degree + 1;
         let p = &self.program;
