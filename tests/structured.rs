@@ -703,3 +703,40 @@ fn the_derive_takes_a_real_bound_and_any_scalar_name() {
     let g = gradient(|p: &Odd<Tracer>| p.a * p.a, &Odd { a: 3.0 }).unwrap();
     assert_eq!(g.a, 6.0);
 }
+
+/// Where tracing at new data fails, the compiled structured drivers keep
+/// the point their programs were traced at: the next call with those data
+/// traces again (and gives their answer or their error), never the old
+/// data's program under the new data.
+#[test]
+fn a_failed_retrace_at_new_data_leaves_the_drivers_consistent() {
+    #[derive(Clone, Debug, PartialEq, Differentiable)]
+    struct Scaled<T> {
+        w: T,
+        #[differentiable(skip)]
+        k: usize,
+    }
+    // k w², except that it refuses k = 7 at w < 0.
+    fn f<T: Real>(p: &Scaled<T>) -> optic_ad::Result<T> {
+        if p.k == 7 && p.w.primal() < 0.0 {
+            return Err(Error::Unsupported("refused here"));
+        }
+        Ok(p.w * p.w * p.k as f64)
+    }
+    let at = |w: f64, k: usize| Scaled { w, k };
+    let mut g = Gradient::structured(f, &at(1.0, 1)).unwrap();
+    let mut h = Hvp::structured(f, &at(1.0, 1)).unwrap();
+    let mut d = optic_ad::Directional::structured(f, &at(1.0, 1), 2).unwrap();
+    let mut out = [0.0; 3];
+    assert!(g.eval_point(&at(-1.0, 7)).is_err());
+    assert!(h.linearize_point(&at(-1.0, 7)).is_err());
+    assert!(d.eval_point(&at(-1.0, 7), &at(1.0, 7), &mut out).is_err());
+    // k = 7 at w = 2: 7 w², gradient 14 w = 28, second derivative 14.
+    let (y, grad) = g.eval_point(&at(2.0, 7)).unwrap();
+    assert_eq!((y, grad.w), (28.0, 28.0));
+    let (y, grad) = h.linearize_point(&at(2.0, 7)).unwrap();
+    assert_eq!((y, grad.w), (28.0, 28.0));
+    assert_eq!(h.apply_point(&at(1.0, 7)).unwrap().w, 14.0);
+    d.eval_point(&at(2.0, 7), &at(1.0, 7), &mut out).unwrap();
+    assert_eq!(out, [28.0, 28.0, 14.0]);
+}

@@ -444,6 +444,14 @@ fn compiled_directional_retraces_and_checks_lengths() {
         optic_ad::Directional::new(f, &[1.0, 1.0], MAX_TAYLOR_ORDER + 1),
         Err(Error::OrderTooHigh { .. })
     ));
+    // A value that is zero by structure is +0.0 from every univariate
+    // Taylor driver, as from the others.
+    let zero = |_: Tracer| Tracer::cst(-0.0);
+    let d = derivative::<U3, _, _>(zero, 1.0).unwrap();
+    let (e, _) = derivative_with_error::<U3, _>(zero, 1.0).unwrap();
+    let bits = |v: &[f64]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    assert_eq!(bits(&d), bits(&[0.0; 4]));
+    assert_eq!(bits(&e), bits(&d));
     // Refused before `f` is traced (a long loop would otherwise be traced
     // unrolled first, only to be refused after).
     let never = |_: &[Tracer]| -> Tracer { unreachable!("traced for a refused order") };

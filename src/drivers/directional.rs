@@ -227,12 +227,12 @@ where
                 what: "Directional: direction",
             });
         }
-        let (x, new_data) = self.f.take_leaves("Directional: point", p)?;
-        if new_data {
+        let (x, old) = self.f.take_leaves("Directional: point", p)?;
+        if old.is_some() {
             match Self::build(&self.f, &x, self.order) {
                 Ok(code) => self.code = code,
                 Err(e) => {
-                    self.f.restore(x);
+                    self.f.restore(x, old);
                     return Err(e);
                 }
             }
@@ -241,7 +241,7 @@ where
         dir.clear();
         v.flatten_into(&mut dir);
         let r = self.eval(&x, &dir, out);
-        self.f.restore(x);
+        self.f.restore(x, None);
         self.direction = dir;
         r
     }

@@ -343,25 +343,29 @@ where
 
     /// The leaves of `p`, in the kept buffer (which the caller gives back
     /// with [`OnPoint::restore`]), after checking that `p` has the shape
-    /// the programs were built for; and whether `p`'s data fields differ
-    /// from those they were traced with (`p` is then kept as the new
-    /// point, and the caller traces again).
-    fn take_leaves(&mut self, what: &'static str, p: &P) -> Result<(Vec<f64>, bool)> {
+    /// the programs were built for; and, where `p`'s data fields differ
+    /// from those they were traced with, the point they were traced at:
+    /// `p` is then kept as the new point, and the caller traces again
+    /// (and gives the old point back with [`OnPoint::restore`] if that
+    /// fails, so that the programs and the point stay a pair).
+    fn take_leaves(&mut self, what: &'static str, p: &P) -> Result<(Vec<f64>, Option<P>)> {
         if !self.point.same_shape(p) {
             return Err(Error::StructureMismatch { what });
         }
-        let new_data = !self.point.same_data(p);
-        if new_data {
-            self.point = p.clone();
-        }
+        let old = (!self.point.same_data(p)).then(|| std::mem::replace(&mut self.point, p.clone()));
         let mut x = std::mem::take(&mut self.leaves);
         x.clear();
         p.flatten_into(&mut x);
-        Ok((x, new_data))
+        Ok((x, old))
     }
 
-    fn restore(&mut self, leaves: Vec<f64>) {
+    /// Gives back the leaf buffer, and the point the programs were traced
+    /// at where tracing at a new point failed.
+    fn restore(&mut self, leaves: Vec<f64>, old: Option<P>) {
         self.leaves = leaves;
+        if let Some(old) = old {
+            self.point = old;
+        }
     }
 }
 
@@ -1635,7 +1639,7 @@ fn traced_univariate<R: IntoTraced<Tracer>>(
     if !traced.captures.is_empty() {
         return Err(Error::CapturedOutsideTrace(traced.captures.len()));
     }
-    TaylorProgram::new(&traced.program, order)
+    TaylorProgram::new(&traced.program.positive_zero_outputs(), order)
 }
 
 /// The Taylor program of degree `order` of `f` at `x` for [`Derivatives`]:
@@ -2478,22 +2482,22 @@ where
     /// [`Error::StructureMismatch`] unless `p` has the structure of the
     /// point the gradient was built at; errors of re-tracing.
     pub fn eval_point(&mut self, p: &P) -> Result<(f64, Tangent<P>)> {
-        let (x, new_data) = self.f.take_leaves("Gradient: point", p)?;
-        if new_data {
+        let (x, old) = self.f.take_leaves("Gradient: point", p)?;
+        if old.is_some() {
             match Self::build(&self.f, &x) {
                 Ok(code) => {
                     self.code = code;
                     self.unrolled = None;
                 }
                 Err(e) => {
-                    self.f.restore(x);
+                    self.f.restore(x, old);
                     return Err(e);
                 }
             }
         }
         let mut grad = vec![0.0; self.n];
         let y = self.eval(&x, &mut grad);
-        self.f.restore(x);
+        self.f.restore(x, None);
         Ok((y?, in_shape(p, grad)?))
     }
 }
@@ -2959,21 +2963,21 @@ where
     /// [`Error::StructureMismatch`] unless `p` has the structure of the
     /// point the `Hvp` was built at; errors of re-tracing.
     pub fn linearize_point(&mut self, p: &P) -> Result<(f64, Tangent<P>)> {
-        let (x, new_data) = self.f.take_leaves("Hvp: point", p)?;
-        if new_data {
+        let (x, old) = self.f.take_leaves("Hvp: point", p)?;
+        if old.is_some() {
             self.linearized = false;
             self.unrolled = None;
             match HvpSplit::build(&self.f, &x) {
                 Ok(code) => self.code = code,
                 Err(e) => {
-                    self.f.restore(x);
+                    self.f.restore(x, old);
                     return Err(e);
                 }
             }
         }
         let mut grad = vec![0.0; self.n];
         let y = self.linearize_with_gradient(&x, &mut grad);
-        self.f.restore(x);
+        self.f.restore(x, None);
         Ok((y?, in_shape(p, grad)?))
     }
 
@@ -2995,7 +2999,7 @@ where
         v.flatten_into(&mut x);
         let mut hv = vec![0.0; self.n];
         let r = self.apply(&x, &mut hv);
-        self.f.restore(x);
+        self.f.restore(x, None);
         r?;
         in_shape(v, hv)
     }
