@@ -9,8 +9,9 @@ use super::{
 use crate::array::{trace_scalar, ArrayProgram, LineJets, TArray, TScalar};
 use crate::differentiable::{Differentiable, Point};
 use crate::error::{check_len, Error, Result};
+use crate::functor::taylor::check_taylor_order;
 use crate::functor::taylor::scale_by_factorials;
-use crate::functor::{TaylorProgram, MAX_TAYLOR_ORDER};
+use crate::functor::TaylorProgram;
 use crate::program::trace::Tracer;
 
 /// Compiled directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`,
@@ -23,10 +24,10 @@ use crate::program::trace::Tracer;
 /// form is [`crate::taylor()`].
 ///
 /// One type for both traces, as [`Gradient`](super::Gradient):
-/// [`Directional::new`] for a function of scalar tracers (and
-/// [`Directional::structured`] for one of a struct of yours) (code with
+/// [`Directional::new`] for a function of scalar tracers (code with
 /// [`crate::fold`] or [`crate::while_loop`] is traced on the array trace,
-/// each loop one instruction whose jets run through its body), and
+/// each loop one instruction whose jets run through its body),
+/// [`Directional::structured`] for a function of a struct of yours, and
 /// [`Directional::array`] for a function written against
 /// [`Array`](crate::array::Array) (one instruction per array operation,
 /// whatever `n`). Where a guard recorded at the trace point no longer
@@ -66,18 +67,6 @@ pub struct Directional<F> {
     direction: Vec<f64>,
 }
 
-/// Refuses an order above [`MAX_TAYLOR_ORDER`] before anything is traced
-/// (a function with a long loop would otherwise be traced unrolled first).
-fn check_order(order: usize) -> Result<()> {
-    if order > MAX_TAYLOR_ORDER {
-        return Err(Error::OrderTooHigh {
-            order,
-            max: MAX_TAYLOR_ORDER,
-        });
-    }
-    Ok(())
-}
-
 /// A compiled directional derivative's program: the Taylor program of the
 /// scalar trace, or of the array trace (functions of the array trace and
 /// scalar code with loops).
@@ -113,7 +102,9 @@ where
     /// [`Error::AllocationFailed`](crate::Error::AllocationFailed) where
     /// the jets cannot be allocated.
     pub fn new(f: F, x0: &[f64], order: usize) -> Result<Self> {
-        check_order(order)?;
+        // Refused before anything is traced (a function with a long loop
+        // would otherwise be traced unrolled first).
+        check_taylor_order(order)?;
         check_nonempty("Directional", x0.len())?;
         let code = Self::build(&f, x0, order)?;
         Ok(Directional::with_code(f, x0.len(), order, code))
@@ -150,7 +141,9 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Directional<OnArray<F>> {
     /// assert_relative_eq!(out[4], want, max_relative = 1e-14);
     /// ```
     pub fn array(f: F, x0: &[f64], order: usize) -> Result<Self> {
-        check_order(order)?;
+        // Refused before anything is traced (a function with a long loop
+        // would otherwise be traced unrolled first).
+        check_taylor_order(order)?;
         check_nonempty("Directional", x0.len())?;
         let f = OnArray(f);
         let code = Self::build(&f, x0, order)?;
@@ -202,7 +195,9 @@ where
     /// assert_relative_eq!(out[2], -9.0 * 2.0 * 0.9_f64.sin(), max_relative = 1e-14);
     /// ```
     pub fn structured(f: F, p0: &P, order: usize) -> Result<Self> {
-        check_order(order)?;
+        // Refused before anything is traced (a function with a long loop
+        // would otherwise be traced unrolled first).
+        check_taylor_order(order)?;
         let n = p0.leaf_count();
         check_nonempty("Directional", n)?;
         let f = OnPoint::new(f, p0);

@@ -31,6 +31,17 @@ pub const MAX_TAYLOR_ORDER: usize = 170;
 /// `N: IsLessOrEqual<MaxTaylorOrder, Output = True>`.
 pub type MaxTaylorOrder = typenum::U170;
 
+/// [`Error::OrderTooHigh`] above [`MAX_TAYLOR_ORDER`].
+pub(crate) fn check_taylor_order(degree: usize) -> Result<()> {
+    if degree > MAX_TAYLOR_ORDER {
+        return Err(Error::OrderTooHigh {
+            order: degree,
+            max: MAX_TAYLOR_ORDER,
+        });
+    }
+    Ok(())
+}
+
 /// The Taylor functor applied to a program: `P: ℝⁿ → ℝᵐ` becomes
 /// `T_K P: Jₖⁿ → Jₖᵐ` on jets of degree `K`, evaluated many times without
 /// allocation. One type for both kinds of program ([`ProgramKind`]): a
@@ -131,12 +142,7 @@ impl<P: ProgramKind> TaylorProgram<P> {
     /// allocated (they are allocated here; a scalar program's at the first
     /// evaluation).
     pub fn new(p: &P, degree: usize) -> Result<Self> {
-        if degree > MAX_TAYLOR_ORDER {
-            return Err(Error::OrderTooHigh {
-                order: degree,
-                max: MAX_TAYLOR_ORDER,
-            });
-        }
+        check_taylor_order(degree)?;
         Ok(TaylorProgram {
             jets: p.taylor_jets(degree)?,
         })
@@ -278,12 +284,7 @@ pub struct ScalarJets {
 impl ScalarJets {
     /// The scalar Taylor program of `p` at degree `degree`.
     pub(crate) fn new(p: &Program, degree: usize) -> Result<Self> {
-        if degree > MAX_TAYLOR_ORDER {
-            return Err(Error::OrderTooHigh {
-                order: degree,
-                max: MAX_TAYLOR_ORDER,
-            });
-        }
+        check_taylor_order(degree)?;
         p.validate()?;
         Ok(ScalarJets {
             program: p.clone(),
