@@ -1867,6 +1867,76 @@ fn array_taylor_errors() {
     assert!(t.output(1).is_empty());
 }
 
+/// `Σ tanh(√(eᵃ + b²)) / (1 + a²)` over the neighbour pairs `(a, b)`.
+fn smooth_pairs<A: Array>(x: &A) -> optic_ad::Result<A::Scalar> {
+    let n = x.len();
+    let (a, b) = (x.slice(0, n - 1)?, x.slice(1, n - 1)?);
+    Ok(
+        a.map2(&b, |a, b| (a.exp() + b * b).sqrt().tanh() / (a * a + 1.0))?
+            .sum(),
+    )
+}
+
+/// The jets of a smooth map body run as one program of its Taylor
+/// coefficients (∂⃗ applied K times) at degrees 1 … 8; at every degree
+/// they equal, to rounding, the scalar trace's recurrences on the same
+/// function (`Directional::new`, an independent path: another trace,
+/// another algorithm), and above 8 the body's recurrences run again.
+#[test]
+fn compiled_map_jets_agree_with_the_scalar_recurrences() {
+    let n = 7;
+    let x: Vec<f64> = (0..n).map(|i| (i as f64 * 0.9).sin() * 0.8).collect();
+    let v: Vec<f64> = (0..n).map(|i| 0.5 - (i as f64 * 0.4).cos()).collect();
+    for order in 1..=9 {
+        let mut d = optic_ad::Directional::array(smooth_pairs, &x, order).unwrap();
+        let compiled = d.array_program().unwrap().compiled_maps();
+        assert_eq!(compiled, (usize::from(order <= 8), 1), "order {order}");
+        let mut s =
+            optic_ad::Directional::new(|t: &[Tracer]| smooth_pairs(&dense(t)), &x, order).unwrap();
+        let (mut got, mut want) = (vec![0.0; order + 1], vec![0.0; order + 1]);
+        d.eval(&x, &v, &mut got).unwrap();
+        s.eval(&x, &v, &mut want).unwrap();
+        assert_eq!(got[0].to_bits(), want[0].to_bits(), "the value");
+        let (c, c_scalar) = (coefficients(&got), coefficients(&want));
+        assert!(
+            rel_err(&c, &c_scalar) < 1e-12,
+            "order {order}: {c:?} vs {c_scalar:?}"
+        );
+    }
+}
+
+/// `e^{−x²}` at `x = ∞`: the coefficient program's `e^{−x²} · (−2x ẋ)`
+/// is `0 · ∞ = NaN`, where the recurrences, whose structural zeros are
+/// never multiplied, give `0` in every coefficient. That element is taken
+/// from the recurrences; the other, `e^{−(½ + t)²}`, is the program's.
+#[test]
+fn compiled_map_jets_fall_back_to_the_recurrences_where_not_finite() {
+    let f = |t: &TArray| Ok(t.map(|s| (-(s * s)).exp()).sum());
+    let (x, v) = ([f64::INFINITY, 0.5], [1.0, 1.0]);
+    let mut d = optic_ad::Directional::array(f, &x, 3).unwrap();
+    assert_eq!(d.array_program().unwrap().compiled_maps(), (1, 1));
+    let mut out = [0.0; 4];
+    d.eval(&x, &v, &mut out).unwrap();
+    let scalar = optic_ad::taylor::<U3, _, _>(
+        |t: &[Tracer]| (-(t[0] * t[0])).exp() + (-(t[1] * t[1])).exp(),
+        &x,
+        &v,
+    )
+    .unwrap();
+    assert!(out.iter().all(|c| c.is_finite()), "{out:?} vs {scalar:?}");
+    // The closed form of the finite element: e^{−u²} with u = ½ + t has
+    // derivatives e^{−u²}·(1, −2u, 4u² − 2, −8u³ + 12u) at t = 0.
+    let (u, e) = (0.5f64, (-0.25f64).exp());
+    let want = [
+        e,
+        -2.0 * u * e,
+        (4.0 * u * u - 2.0) * e,
+        (-8.0 * u * u * u + 12.0 * u) * e,
+    ];
+    assert!(rel_err(&out, &want) < 1e-15, "{out:?} vs {want:?}");
+    assert!(rel_err(&out, &scalar) < 1e-15, "{out:?} vs {scalar:?}");
+}
+
 /// A branch on an array value: `f(x) = Σ xᵢ²` where `Σ xᵢ > 0`, else
 /// `Σ sin xᵢ`. ∇f = 2x or cos x, H v = 2v or −sin(x)·v.
 fn branchy_sum(x: &TArray) -> optic_ad::Result<TScalar> {

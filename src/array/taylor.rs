@@ -14,8 +14,16 @@
 //!   product of two traced factors) is a Cauchy product,
 //!   `Cₖ = Σᵢ₌₀ᵏ op(Aᵢ) op(Bₖ₋ᵢ)`; a selection (the maximum) is linear in
 //!   the values it selects, with the selection made on the constant terms;
-//! * a **map** runs the scalar Taylor functor of its body
-//!   ([`crate::functor::TaylorProgram`]) element by element, so every
+//! * a **map** whose body is smooth (no non-smooth primitive, user rule
+//!   or guard) and whose degree is at most 8 runs the program of its
+//!   body's Taylor coefficients (∂⃗ applied `K` times along the operands'
+//!   jets; `functor::jet_program`) as a map over the operands' coefficient
+//!   arrays, which the executor runs as any map (block by block, as
+//!   native code with the feature `jit`); at the elements where that
+//!   program's coefficients are not finite (a derivative that does not
+//!   exist in the ordinary sense, a non-finite operand), and for every
+//!   other map, the scalar Taylor functor of its body
+//!   ([`crate::functor::TaylorProgram`]) runs element by element, so every
 //!   primitive of the table and every user rule keeps its own `O(K²)`
 //!   recurrence;
 //! * constants and fills have only a constant term, and a guard is checked
@@ -25,19 +33,79 @@
 //! instruction can reach from the inputs: a constant has degree 0, a
 //! product of degrees `p` and `q` degree `p + q`) are never computed.
 
-use super::exec::{check_guards, prim_value};
-use super::ir::{AVar, ArrayOp, ArrayProgram, Shape, TaylorRule, MAX_ARRAY_ARITY};
+use std::sync::Arc;
+
+use super::exec::{check_guards, prim_value, ArrayWorkspace};
+use super::ir::{AVar, ArrayBuilder, ArrayOp, ArrayProgram, Shape, TaylorRule, MAX_ARRAY_ARITY};
 use crate::error::{Error, Result};
+use crate::functor::jet_program::jet_program;
 use crate::functor::taylor::ScalarJets;
 use crate::functor::TaylorProgram;
+use crate::program::Program;
 
 /// How an instruction's jet is computed, beyond what its [`ArrayOp`] says.
 #[derive(Clone, Debug)]
 enum Jet {
-    /// A map: the scalar Taylor program of its body.
-    Map(Box<ScalarJets>),
+    /// A map: the scalar Taylor program of its body, and where the body's
+    /// coefficients are an ordinary program, that program as a map.
+    Map(Box<ScalarJets>, Option<Box<MapJets>>),
     /// Every other instruction: by its operation alone.
     Plain,
+}
+
+/// The most inputs (operands × coefficients) of a [`MapJets`] program:
+/// they are passed to the executor from the stack.
+const MAX_MAP_JET_INPUTS: usize = 32;
+
+/// A map's jets as an array program: one map of the body's coefficient
+/// program ([`jet_program`]) over the operands' coefficient arrays, and
+/// the workspace it runs in.
+#[derive(Clone, Debug)]
+struct MapJets {
+    program: ArrayProgram,
+    ws: ArrayWorkspace,
+    /// Per input of `program`: the operand and its coefficient.
+    inputs: Vec<(AVar, usize)>,
+}
+
+impl MapJets {
+    /// The map of `body`'s coefficient program of degree `degree` over the
+    /// coefficients `0 … tops[k]` of each operand `args[k]` (shapes as in
+    /// `p`); outputs: coefficients `0 … degree` of each body output, output
+    /// after output. `None` where the body has no such program.
+    fn new(
+        p: &ArrayProgram,
+        body: &Program,
+        args: &[AVar],
+        tops: &[usize],
+        degree: usize,
+    ) -> Option<MapJets> {
+        let width = tops.iter().map(|t| t + 1).sum::<usize>();
+        if width > MAX_MAP_JET_INPUTS {
+            return None;
+        }
+        // At most twice the instructions the recurrences run, about
+        // (K + 1)² per instruction of the body.
+        let bound = 2 * (degree + 1) * (degree + 1) * body.len() + 64;
+        let jets = jet_program(body, degree, tops, bound)?;
+        let mut b = ArrayBuilder::new();
+        let mut inputs = Vec::with_capacity(width);
+        let mut vars = Vec::with_capacity(width);
+        for (&a, &t) in args.iter().zip(tops) {
+            for c in 0..=t {
+                vars.push(b.input(p.shapes[a.index()]));
+                inputs.push((a, c));
+            }
+        }
+        let outs = b.map(Arc::new(jets), &vars);
+        let program = b.finish(&outs).ok()?;
+        let ws = ArrayWorkspace::new(&program);
+        Some(MapJets {
+            program,
+            ws,
+            inputs,
+        })
+    }
 }
 
 /// The array form of a [`TaylorProgram`]: the program, its degree, the
@@ -68,6 +136,14 @@ impl ArrayJets {
     /// The array Taylor program of `p` at degree `degree`; all buffers
     /// are allocated here.
     pub(crate) fn new(p: &ArrayProgram, degree: usize) -> Result<Self> {
+        Self::with_input_top(p, degree, degree)
+    }
+
+    /// [`ArrayJets::new`] for inputs whose coefficients above `input_top`
+    /// are zero (`1` for the lines `x + t v` of [`LineJets`]): those are
+    /// never read, and the instructions that depend on the inputs only
+    /// linearly keep that degree.
+    fn with_input_top(p: &ArrayProgram, degree: usize, input_top: usize) -> Result<Self> {
         if let Some(e) = &p.defect {
             return Err(e.clone());
         }
@@ -80,10 +156,16 @@ impl ArrayJets {
         for (i, op) in p.ops.iter().enumerate() {
             let deg = |a: &AVar| top[a.index()];
             top[i] = match op {
-                ArrayOp::Input(_) => degree,
+                ArrayOp::Input(_) => input_top.min(degree),
                 ArrayOp::Fill(_) | ArrayOp::Const(_) => 0,
                 ArrayOp::Map { body, args } => {
-                    jets[i] = Jet::Map(Box::new(ScalarJets::new(body, degree)?));
+                    let tops: Vec<usize> = args.iter().map(deg).collect();
+                    let compiled = if tops.iter().any(|&t| t > 0) {
+                        MapJets::new(p, body, args, &tops, degree).map(Box::new)
+                    } else {
+                        None
+                    };
+                    jets[i] = Jet::Map(Box::new(ScalarJets::new(body, degree)?), compiled);
                     map_outputs[i].push((0, i));
                     body_in = body_in.max(args.len() * w);
                     body_out = body_out.max(body.outputs.len() * w);
@@ -147,6 +229,14 @@ impl ArrayJets {
         self.degree
     }
 
+    /// See [`TaylorProgram::compiled_maps`].
+    fn compiled_maps(&self) -> (usize, usize) {
+        self.jets.iter().fold((0, 0), |(c, m), j| match j {
+            Jet::Map(_, compiled) => (c + usize::from(compiled.is_some()), m + 1),
+            Jet::Plain => (c, m),
+        })
+    }
+
     pub(crate) fn program(&self) -> &ArrayProgram {
         &self.program
     }
@@ -207,15 +297,21 @@ impl ArrayJets {
             &done[a.index()][k * l..(k + 1) * l]
         };
         match (&p.ops[i], &mut jets[i]) {
-            (ArrayOp::Input(k), _) => rest[0].copy_from_slice(inputs[*k as usize]),
+            // Coefficients above the inputs' top are zero, and stay so.
+            (ArrayOp::Input(k), _) => {
+                let m = (top[i] + 1) * n;
+                rest[0][..m].copy_from_slice(&inputs[*k as usize][..m]);
+            }
             (ArrayOp::Fill(c), _) => rest[0][..n].fill(*c),
             (ArrayOp::Const(d), _) => rest[0][..n].copy_from_slice(d),
             (ArrayOp::MapOut(_), _) => {}
-            (ArrayOp::Map { args, .. }, Jet::Map(body)) => {
+            (ArrayOp::Map { args, .. }, Jet::Map(body, compiled)) => {
                 let kept = top[i] + 1;
                 let (n_in, n_out) = (args.len() * w, body.program().outputs.len() * w);
                 let (body_in, body_out) = (&mut body_in[..n_in], &mut body_out[..n_out]);
-                for e in 0..n {
+                let outs = &map_outputs[i];
+                // Element `e` by the recurrences of the body's Taylor program.
+                let mut by_recurrences = |e: usize, rest: &mut [Vec<f64>]| -> Result<()> {
                     for (jet, &a) in body_in.chunks_exact_mut(w).zip(args) {
                         let (l, src) = (len(a), &done[a.index()]);
                         let at = if p.shapes[a.index()] == Shape::Scalar {
@@ -228,10 +324,53 @@ impl ArrayJets {
                         }
                     }
                     body.eval(body_in, body_out)?;
-                    for &(k, j) in &map_outputs[i] {
+                    for &(k, j) in outs {
                         let jet = &body_out[k * w..k * w + kept];
                         for (c, &v) in jet.iter().enumerate() {
                             rest[j - i][c * n + e] = v;
+                        }
+                    }
+                    Ok(())
+                };
+                let Some(mj) = compiled else {
+                    for e in 0..n {
+                        by_recurrences(e, rest)?;
+                    }
+                    return Ok(());
+                };
+                // The coefficient program as a map over the operands'
+                // coefficient arrays, read in place.
+                let mut ins: [&[f64]; MAX_MAP_JET_INPUTS] = [&[]; MAX_MAP_JET_INPUTS];
+                for (slot, &(a, c)) in ins.iter_mut().zip(&mj.inputs) {
+                    *slot = coef(a, c);
+                }
+                let m = mj.inputs.len().min(MAX_MAP_JET_INPUTS);
+                mj.ws.run(&mj.program, &ins[..m])?;
+                for &(k, j) in outs {
+                    for c in 0..kept {
+                        let src = mj.ws.output(&mj.program, k * w + c);
+                        let dst = &mut rest[j - i][c * n..(c + 1) * n];
+                        match *src {
+                            [v] if n != 1 => dst.fill(v),
+                            _ if src.len() == n => dst.copy_from_slice(src),
+                            _ => return Err(Error::WorkspaceMismatch),
+                        }
+                    }
+                }
+                // Where a coefficient is not finite (no ordinary
+                // derivative there, or a non-finite operand), the
+                // recurrences decide, as for maps without a program.
+                let finite = |rest: &[Vec<f64>]| {
+                    outs.iter()
+                        .all(|&(_, j)| rest[j - i][..kept * n].iter().all(|v| v.is_finite()))
+                };
+                if !finite(rest) {
+                    for e in 0..n {
+                        let at_e = outs
+                            .iter()
+                            .all(|&(_, j)| (0..kept).all(|c| rest[j - i][c * n + e].is_finite()));
+                        if !at_e {
+                            by_recurrences(e, rest)?;
                         }
                     }
                 }
@@ -310,12 +449,16 @@ impl ArrayJets {
 /// `(K + 1)·len` values: the jet `[x, v, 0, …, 0]` of the line
 /// `x(t) = x + t v`, coefficient-major.
 fn line_jet(x: &[f64], v: &[f64], degree: usize, jet: &mut Vec<f64>) {
-    jet.clear();
-    jet.extend_from_slice(x);
-    if degree >= 1 {
-        jet.extend_from_slice(v);
+    let n = x.len();
+    // Coefficients 2 … K are zero and never written: set once.
+    if jet.len() != (degree + 1) * n {
+        jet.clear();
+        jet.resize((degree + 1) * n, 0.0);
     }
-    jet.resize((degree + 1) * x.len(), 0.0);
+    jet[..n].copy_from_slice(x);
+    if degree >= 1 {
+        jet[n..2 * n].copy_from_slice(v);
+    }
 }
 
 impl TaylorProgram<ArrayProgram> {
@@ -347,6 +490,34 @@ impl TaylorProgram<ArrayProgram> {
     pub fn output(&self, k: usize) -> &[f64] {
         self.jets.output(k)
     }
+
+    /// `(compiled, maps)`: how many of the program's maps run their jets
+    /// as a program of the body's Taylor coefficients (∂⃗ applied `K` times,
+    /// run by the executor as a map, natively with the feature `jit`),
+    /// and how many maps it has. The others, and the elements where that
+    /// program's coefficients are not finite, run the body's recurrences
+    /// element by element. A map's jets are compiled where its body has
+    /// only smooth primitives (no `abs`, `max`, `min`, `clamp`, `select`,
+    /// `signum`, `floor`, `ceil`, `rem`), no user rule and no guard, the
+    /// degree is at most 8, and the coefficient program stays within twice
+    /// the recurrences' work.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use optic_ad::array::{self, Array};
+    /// use optic_ad::functor::TaylorProgram;
+    /// use optic_ad::Real;
+    ///
+    /// let x = [0.3, -0.2];
+    /// let p = array::trace(|x: &[_]| Ok(x[0].map(|t| t.sin() * t.exp()).sum()), &[&x]).unwrap();
+    /// assert_eq!(TaylorProgram::new(&p, 4).unwrap().compiled_maps(), (1, 1));
+    /// let q = array::trace(|x: &[_]| Ok(x[0].map(|t| t.abs()).sum()), &[&x]).unwrap();
+    /// assert_eq!(TaylorProgram::new(&q, 4).unwrap().compiled_maps(), (0, 1));
+    /// ```
+    pub fn compiled_maps(&self) -> (usize, usize) {
+        self.jets.compiled_maps()
+    }
 }
 
 /// Directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … K`, of
@@ -363,7 +534,10 @@ impl LineJets {
     /// The Taylor program of degree `order` of a traced program of one
     /// input of `n` entries and one scalar output.
     pub(crate) fn from_program(p: &ArrayProgram, n: usize, order: usize) -> Result<Self> {
-        let taylor = TaylorProgram::new(p, order)?;
+        crate::functor::taylor::check_taylor_order(order)?;
+        let taylor = TaylorProgram {
+            jets: ArrayJets::with_input_top(p, order, 1)?,
+        };
         // Its capacity, so that `eval` never grows it.
         let mut jet = Vec::new();
         let len = (order + 1).saturating_mul(n);

@@ -5,6 +5,7 @@
 
 pub(crate) mod dual;
 pub(crate) mod forward;
+pub(crate) mod jet_program;
 pub(crate) mod kind;
 pub mod laws;
 pub(crate) mod nested;
