@@ -1137,6 +1137,16 @@ fn bench_loops(c: &mut Criterion) {
         g.bench_function(format!("n={n}/while_loop hvp (one pass)"), |b| {
             b.iter(|| h_w.eval(black_box(&P0), black_box(&V), &mut hv_w).unwrap())
         });
+        // Taylor mode through the loop: dᵏ/dtᵏ loss(p + t v), k ≤ 4, the
+        // jets carried through the steps; the second entry is vᵀ H v.
+        let mut d = optic_ad::Directional::array(f, &P0, 4).unwrap();
+        let mut dk = [0.0; 5];
+        d.eval(&P0, &V, &mut dk).unwrap();
+        let vhv: f64 = V.iter().zip(&hd).map(|(a, b)| a * b).sum();
+        assert!((dk[2] - vhv).abs() <= 1e-9 * vhv.abs().max(1.0));
+        g.bench_function(format!("n={n}/taylor order 4 (Directional)"), |b| {
+            b.iter(|| d.eval(black_box(&P0), black_box(&V), &mut dk).unwrap())
+        });
         g.bench_function(format!("n={n}/build Gradient"), |b| {
             b.iter(|| optic_ad::Gradient::array(f, black_box(&P0)).unwrap())
         });

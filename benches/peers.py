@@ -108,10 +108,11 @@ def run_jax():
     return out, results
 
 
-def run_jax_scaling():
-    """Rosenbrock at n = 10⁴ … 10⁷ (bench group arrays_rosenbrock): JAX's
-    program is a handful of array operations at any n, as the array tier's.
-    CasADi's SX graph has one node per element and is not run at these n."""
+def run_jax_scaling(sizes=(10_000, 100_000, 1_000_000, 10_000_000)):
+    """Rosenbrock at n = 10⁴ … 10⁷ (bench group arrays_rosenbrock), or at
+    the given sizes: JAX's program is a handful of array operations at any
+    n, as the array tier's. CasADi's SX graph has one node per element and
+    is not run at these n."""
     import jax
     import jax.numpy as jnp
 
@@ -136,7 +137,7 @@ def run_jax_scaling():
 
     d4 = jax.jit(taylor4)
     out = {}
-    for n in (10_000, 100_000, 1_000_000, 10_000_000):
+    for n in sizes:
         i = np.arange(n)
         x = jnp.asarray(0.5 + 0.4 * np.sin(i * 0.7))
         v = jnp.asarray(np.cos(i * 1.3))

@@ -150,6 +150,24 @@ fn taylor_programs_do_not_allocate() {
     assert_eq!(info.count_total, 0);
 }
 
+/// An array Taylor program whose map's jets are compiled makes that map's
+/// buffers (and native kernel) when it is built: its first evaluation
+/// allocates nothing.
+#[test]
+fn a_compiled_array_taylor_program_allocates_when_built() {
+    use optic_ad::array::{self, Array, ArrayProgram};
+    use optic_ad::functor::TaylorProgram;
+    use optic_ad::Real;
+    let x = [0.3, -0.2, 0.7];
+    let p = array::trace(|x: &[_]| Ok(x[0].map(|t| t.sin() * t.exp()).sum()), &[&x]).unwrap();
+    let mut t: TaylorProgram<ArrayProgram> = TaylorProgram::new(&p, 3).unwrap();
+    assert_eq!(t.compiled_maps(), (1, 1));
+    let jet = [0.3, -0.2, 0.7, 1.0, 0.5, -1.0, 0.1, 0.0, 0.2, 0.0, 0.0, 0.0];
+    let info = measure(|| t.eval(&[&jet]).unwrap());
+    assert_eq!(info.count_total, 0);
+    assert!(t.output(0).iter().all(|c| c.is_finite()));
+}
+
 /// The counter does count: a one-shot driver traces, and tracing allocates.
 #[test]
 fn the_counter_sees_allocations() {

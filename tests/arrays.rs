@@ -1905,6 +1905,22 @@ fn compiled_map_jets_agree_with_the_scalar_recurrences() {
     }
 }
 
+/// `Directional` plans its jets for lines `x + t v` (no coefficient above
+/// the first); its Taylor program, evaluated on its own with a curve,
+/// plans again and gives what a fresh one gives.
+#[test]
+fn a_directional_taylor_program_takes_curves_too() {
+    let f = |t: &TArray| Ok(t.map(|s| s.sin() * s.exp()).sum());
+    let d = optic_ad::Directional::array(f, &[0.3, -0.2], 3).unwrap();
+    let mut c = d.array_program().unwrap().clone();
+    let mut fresh = TaylorProgram::new(c.program(), 3).unwrap();
+    let jet = [0.3, -0.2, 1.0, 0.5, 0.25, 0.125, 0.0, 0.0];
+    c.eval(&[&jet]).unwrap();
+    fresh.eval(&[&jet]).unwrap();
+    assert_eq!(c.output(0), fresh.output(0));
+    assert!(c.output(0)[2] != 0.0);
+}
+
 /// `e^{−x²}` at `x = ∞`: the coefficient program's `e^{−x²} · (−2x ẋ)`
 /// is `0 · ∞ = NaN`, where the recurrences, whose structural zeros are
 /// never multiplied, give `0` in every coefficient. That element is taken

@@ -99,7 +99,17 @@ impl MapJets {
         }
         let outs = b.map(Arc::new(jets), &vars);
         let program = b.finish(&outs).ok()?;
-        let ws = ArrayWorkspace::new(&program);
+        let mut ws = ArrayWorkspace::new(&program);
+        // One run here, on zeros, so that the workspace's buffers (and with
+        // the feature `jit` the native kernel) are made when the Taylor
+        // program is, not at its first evaluation.
+        let zeros: Vec<Vec<f64>> = program
+            .input_shapes
+            .iter()
+            .map(|s| vec![0.0; s.len()])
+            .collect();
+        let zeros: Vec<&[f64]> = zeros.iter().map(Vec::as_slice).collect();
+        ws.run(&program, &zeros).ok()?;
         Some(MapJets {
             program,
             ws,
@@ -115,6 +125,9 @@ impl MapJets {
 pub struct ArrayJets {
     program: ArrayProgram,
     degree: usize,
+    /// The inputs' coefficients above this one are taken as zero (planned
+    /// for lines, `1`, by [`LineJets`]; `degree` otherwise).
+    input_top: usize,
     /// The jets of every instruction, coefficient-major.
     vals: Vec<Vec<f64>>,
     /// The highest coefficient of each instruction that can be nonzero.
@@ -215,6 +228,7 @@ impl ArrayJets {
             vals,
             program: p.clone(),
             degree,
+            input_top: input_top.min(degree),
             top,
             jets,
             map_outputs,
@@ -257,7 +271,28 @@ impl ArrayJets {
                 x.len(),
             )?;
         }
-        for i in 0..p.ops.len() {
+        // Planned for lines and given a curve: planned again for it (the
+        // Taylor program of a `Directional`, evaluated on its own).
+        let above_top = |x: &&[f64], s: &Shape| {
+            x[(self.input_top + 1) * s.len()..]
+                .iter()
+                .any(|&c| c != 0.0)
+        };
+        if self.input_top < self.degree
+            && inputs
+                .iter()
+                .zip(&p.input_shapes)
+                .any(|(x, s)| above_top(x, s))
+        {
+            *self = ArrayJets::new(&self.program, self.degree)?;
+        }
+        self.run(inputs)
+    }
+
+    /// Runs the instructions on input jets already checked, whose
+    /// coefficients above the planned top are zero.
+    fn run(&mut self, inputs: &[&[f64]]) -> Result<()> {
+        for i in 0..self.program.ops.len() {
             self.step(i, inputs)?;
         }
         check_guards(&self.program, |v| &self.vals[v.index()])
@@ -283,6 +318,7 @@ impl ArrayJets {
             body_out,
             term,
             matmul_scratch,
+            input_top: _,
         } = self;
         let w = *degree + 1;
         let len = |v: AVar| p.shapes[v.index()].len();
@@ -464,7 +500,18 @@ fn line_jet(x: &[f64], v: &[f64], degree: usize, jet: &mut Vec<f64>) {
 impl TaylorProgram<ArrayProgram> {
     /// Propagates jets: `inputs` holds one jet per program input, each
     /// `(K + 1)·len` values, coefficient-major. Read the results with
-    /// [`TaylorProgram::output`]. No allocation.
+    /// [`TaylorProgram::output`]. No allocation (the buffers, compiled
+    /// maps' included, are made by [`TaylorProgram::new`]; a map body run
+    /// by its recurrences makes its scalar jets at its first evaluation).
+    /// Maps of at least 2¹⁶ elements (2¹⁸ with the feature `jit`) whose
+    /// jets are compiled run on rayon's pool, as
+    /// [`ArrayWorkspace::run`](crate::array::ArrayWorkspace::run) says:
+    /// called from outside the pool, rayon's queue allocates a block every
+    /// 63 hand-offs.
+    ///
+    /// A Taylor program made for lines (that of a [`crate::Directional`],
+    /// whose inputs' coefficients above the first are zero) plans itself
+    /// again, once, when given a jet with such a coefficient.
     ///
     /// Values follow IEEE 754: a NaN or ∞ coefficient propagates into every
     /// coefficient that depends on it. Coefficients that are zero by
@@ -499,8 +546,11 @@ impl TaylorProgram<ArrayProgram> {
     /// element by element. A map's jets are compiled where its body has
     /// only smooth primitives (no `abs`, `max`, `min`, `clamp`, `select`,
     /// `signum`, `floor`, `ceil`, `rem`), no user rule and no guard, the
-    /// degree is at most 8, and the coefficient program stays within twice
-    /// the recurrences' work.
+    /// degree is at most 8, the operands hold at most 32 coefficient
+    /// arrays together (operands × coefficients), and the coefficient
+    /// program has at most `2 (K + 1)² · len + 64` instructions for a body
+    /// of `len` (powers `xʸ` and `atan2` of two full jets pass it only at
+    /// low degrees).
     ///
     /// # Example
     ///
@@ -561,7 +611,8 @@ impl LineJets {
         crate::error::check_len("Directional::eval: v", self.n, v.len())?;
         crate::error::check_len("Directional::eval: out, K + 1", self.order() + 1, out.len())?;
         line_jet(x, v, self.order(), &mut self.jet);
-        self.taylor.eval(&[&self.jet])?;
+        // A line by construction: nothing above coefficient 1 to look at.
+        self.taylor.jets.run(&[&self.jet])?;
         out.copy_from_slice(self.taylor.output(0));
         crate::functor::taylor::scale_by_factorials(out);
         Ok(())

@@ -279,7 +279,10 @@ impl<F: LeafFunction> Directional<F> {
 
     /// `out[k] = dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … K`. No allocation
     /// in steady state (the first call at a scalar program allocates its
-    /// jets).
+    /// jets; on the array trace, maps of at least 2¹⁶ elements, 2¹⁸ with
+    /// the feature `jit`, whose jets are compiled run on rayon's pool, and
+    /// called from outside it rayon's queue allocates a block every 63
+    /// hand-offs, as [`ArrayWorkspace::run`](crate::array::ArrayWorkspace::run) says).
     ///
     /// # Errors
     ///
