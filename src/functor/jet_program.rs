@@ -34,28 +34,68 @@ use crate::rules::Prim;
 /// formula grow with `k!` before the division by it.
 pub(crate) const MAX_JET_PROGRAM_DEGREE: usize = 8;
 
-/// Whether `p`'s coefficients may come from [`jet_program`]: smooth
-/// primitives only (the non-smooth ones' Taylor rules decide on whole jets,
-/// which a derivative at the constant term does not), no user rule and no
-/// guard.
+/// Whether an instruction may be part of a program whose coefficients
+/// come from [`jet_program`]: an input, a constant or a smooth primitive
+/// (the non-smooth ones' Taylor rules decide on whole jets, which a
+/// derivative at the constant term does not); not a user rule.
 fn is_smooth(ins: &Instr) -> bool {
     if ins.is_input() || ins.is_const() {
         return true;
     }
-    !matches!(
-        ins.prim(),
-        None | Some(
-            Prim::Select
-                | Prim::Abs
-                | Prim::Signum
-                | Prim::Max
-                | Prim::Min
-                | Prim::Clamp
-                | Prim::Floor
-                | Prim::Ceil
-                | Prim::Rem
-        )
-    )
+    ins.prim().is_some_and(is_smooth_prim)
+}
+
+/// Every primitive of the table, smooth or not: no wildcard, so that a new
+/// primitive is placed here when it is added.
+fn is_smooth_prim(p: Prim) -> bool {
+    match p {
+        Prim::Add
+        | Prim::Sub
+        | Prim::Mul
+        | Prim::Div
+        | Prim::Neg
+        | Prim::MulAdd
+        | Prim::Powi
+        | Prim::Powf
+        | Prim::Sqrt
+        | Prim::Cbrt
+        | Prim::Hypot
+        | Prim::Exp
+        | Prim::Exp2
+        | Prim::ExpM1
+        | Prim::Ln
+        | Prim::Log2
+        | Prim::Log10
+        | Prim::Ln1p
+        | Prim::Sin
+        | Prim::Cos
+        | Prim::Tan
+        | Prim::Asin
+        | Prim::Acos
+        | Prim::Atan
+        | Prim::Atan2
+        | Prim::Sinh
+        | Prim::Cosh
+        | Prim::Tanh
+        | Prim::Asinh
+        | Prim::Acosh
+        | Prim::Atanh
+        | Prim::Sech2
+        | Prim::Erf
+        | Prim::Erfc
+        | Prim::LnGamma
+        | Prim::Digamma
+        | Prim::Polygamma => true,
+        Prim::Select
+        | Prim::Abs
+        | Prim::Signum
+        | Prim::Max
+        | Prim::Min
+        | Prim::Clamp
+        | Prim::Floor
+        | Prim::Ceil
+        | Prim::Rem => false,
+    }
 }
 
 /// `n!` as an `f64` (exact for `n ≤ 22`).
