@@ -24,7 +24,7 @@
 
 use crate::functor::forward::pushforward_in_place;
 use crate::program::ir::Instr;
-use crate::program::{Builder, Program, Var};
+use crate::program::{live_from, Builder, Program, Var};
 use crate::rules::Prim;
 
 /// The highest degree the programs are built for. The number of terms
@@ -103,24 +103,6 @@ fn factorial(n: usize) -> f64 {
     (2..=n).fold(1.0, |f, k| f * k as f64)
 }
 
-/// The values that the `roots` depend on, among the first `end` of `b`.
-fn cone(b: &Builder, roots: &[Var], end: usize) -> Vec<bool> {
-    let mut live = vec![false; end];
-    for r in roots {
-        if let Some(l) = live.get_mut(r.index()) {
-            *l = true;
-        }
-    }
-    for i in (0..end).rev() {
-        if live[i] {
-            for o in b.code()[i].operands() {
-                live[o.index()] = true;
-            }
-        }
-    }
-    live
-}
-
 /// The program of the Taylor coefficients of degree `degree` of `p`:
 /// input `i` of `p` becomes the inputs `c₀ … c_{tops[i]}` of its jet (its
 /// coefficients above `tops[i]` are zero by structure), input after input;
@@ -161,7 +143,7 @@ pub(crate) fn jet_program(
     for _ in 0..degree {
         let end = b.len();
         let last: Vec<Var> = ys.iter().filter_map(|y| y.last().copied()).collect();
-        let live = cone(&b, &last, end);
+        let live = live_from(&b.code()[..end], &last);
         let tangent = pushforward_in_place(&mut b, end, &xdots, &live);
         for y in &mut ys {
             let Some(&prev) = y.last() else { continue };
