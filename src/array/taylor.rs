@@ -26,6 +26,10 @@
 //!   ([`crate::functor::TaylorProgram`]) runs element by element, so every
 //!   primitive of the table and every user rule keeps its own `O(K²)`
 //!   recurrence;
+//! * a **loop** ([`super::prims::Scan`]) threads the carry's jet through
+//!   its body step by step, by the same two routes per step (the body's
+//!   coefficient program, run by the backends, and the recurrences where
+//!   it has none or its coefficients at a step are not finite);
 //! * constants and fills have only a constant term, and a guard is checked
 //!   on the constant terms.
 //!
