@@ -1035,7 +1035,7 @@ fn trace_with_point<O: ArrayOutput>(
 /// One run of `f` on fresh tracers; `None` if it compared scalars and the
 /// point was not kept (then run again with `keep_point`).
 fn trace_pass<O: ArrayOutput>(
-    f: &impl Fn(&[TArray]) -> Result<O>,
+    f: &dyn Fn(&[TArray]) -> Result<O>,
     x: &[&[f64]],
     keep_point: bool,
 ) -> Result<Option<ArrayProgram>> {

@@ -106,7 +106,7 @@ where
         // would otherwise be traced unrolled first).
         check_taylor_order(order)?;
         check_nonempty("Directional", x0.len())?;
-        let code = Self::build(&f, x0, order)?;
+        let code = build(&f, x0, order)?;
         Ok(Directional::with_code(f, x0.len(), order, code))
     }
 }
@@ -146,7 +146,7 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Directional<OnArray<F>> {
         check_taylor_order(order)?;
         check_nonempty("Directional", x0.len())?;
         let f = OnArray(f);
-        let code = Self::build(&f, x0, order)?;
+        let code = build(&f, x0, order)?;
         Ok(Directional::with_code(f, x0.len(), order, code))
     }
 }
@@ -201,7 +201,7 @@ where
         let n = p0.leaf_count();
         check_nonempty("Directional", n)?;
         let f = OnPoint::new(f, p0);
-        let code = Self::build(&f, &p0.leaves(), order)?;
+        let code = build(&f, &p0.leaves(), order)?;
         Ok(Directional::with_code(f, n, order, code))
     }
 
@@ -224,7 +224,7 @@ where
         }
         let (x, old) = self.f.take_leaves("Directional: point", p)?;
         if old.is_some() {
-            match Self::build(&self.f, &x, self.order) {
+            match build(&self.f, &x, self.order) {
                 Ok(code) => self.code = code,
                 Err(e) => {
                     self.f.restore(x, old);
@@ -255,23 +255,6 @@ impl<F: LeafFunction> Directional<F> {
         }
     }
 
-    /// The Taylor program of `f` traced at `x`: on the scalar trace, or on
-    /// the array trace for a function of it and for code with loops.
-    fn build(f: &F, x: &[f64], order: usize) -> Result<DirectionalCode> {
-        if let Some(af) = f.array_function() {
-            let p = trace_scalar(af, x)?;
-            return Ok(Code::Hosted(Box::new(LineJets::from_program(
-                &p,
-                x.len(),
-                order,
-            )?)));
-        }
-        Ok(match taylor_or_host(&mut |t| f.call_leaves(t), x, order)? {
-            Code::Scalar(t) => Code::Scalar(t),
-            Code::Hosted(d) => Code::Hosted(Box::new(d)),
-        })
-    }
-
     /// The order `K`: [`Directional::eval`] returns `K + 1` derivatives.
     pub fn order(&self) -> usize {
         self.order
@@ -299,7 +282,7 @@ impl<F: LeafFunction> Directional<F> {
         let (f, order, jet) = (&self.f, self.order, &mut self.jet);
         run_or_retrace(
             &mut self.code,
-            || Self::build(f, x, order),
+            || build(f, x, order),
             |c| match c {
                 Code::Scalar(t) => {
                     directional_jet(t, x, v, jet, out)?;
@@ -329,4 +312,22 @@ impl<F: LeafFunction> Directional<F> {
             Code::Hosted(d) => Some(d.program()),
         }
     }
+}
+
+/// The Taylor program of `f` traced at `x`: on the scalar trace, or on the
+/// array trace for a function of it and for code with loops. (`f` behind
+/// `dyn`, so that this is compiled once, not once per function.)
+fn build(f: &dyn LeafFunction, x: &[f64], order: usize) -> Result<DirectionalCode> {
+    if let Some(af) = f.array_function() {
+        let p = trace_scalar(af, x)?;
+        return Ok(Code::Hosted(Box::new(LineJets::from_program(
+            &p,
+            x.len(),
+            order,
+        )?)));
+    }
+    Ok(match taylor_or_host(&mut |t| f.call_leaves(t), x, order)? {
+        Code::Scalar(t) => Code::Scalar(t),
+        Code::Hosted(d) => Code::Hosted(Box::new(d)),
+    })
 }

@@ -56,7 +56,7 @@ where
     F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    let g = value_and_gradient_of("gradient", on_leaves_mut(x, f), &x.leaves())?.1;
+    let g = value_and_gradient_of("gradient", &mut on_leaves_mut(x, f), &x.leaves())?.1;
     in_shape(x, g)
 }
 
@@ -97,21 +97,22 @@ where
     F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    let (y, g) = value_and_gradient_of("value_and_gradient", on_leaves_mut(x, f), &x.leaves())?;
+    let (y, g) =
+        value_and_gradient_of("value_and_gradient", &mut on_leaves_mut(x, f), &x.leaves())?;
     Ok((y, in_shape(x, g)?))
 }
 
 /// [`value_and_gradient`], with the driver's name for its errors.
 fn value_and_gradient_of<T: Real>(
     what: &'static str,
-    mut f: impl FnMut(&[Tracer]) -> Result<Tracer>,
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[T],
 ) -> Result<(T, Vec<T>)> {
     check_nonempty(what, x.len())?;
     let n = x.len();
     if is_f64::<T>() {
         let xf = primals(x);
-        let t = match trace_or_host(&mut f, &xf, |p| GradientCore::new(p, n))? {
+        let t = match trace_or_host(f, &xf, |p| GradientCore::new(p, n))? {
             Code::Scalar(t) => t,
             Code::Hosted(mut core) => {
                 let mut grad = vec![0.0; n];
@@ -170,18 +171,17 @@ where
     F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
-    let (y, xbar) = vjp_flat(on_leaves_mut(point, f), &point.leaves(), ybar)?;
+    let (y, xbar) = vjp_flat(&mut on_leaves_mut(point, f), &point.leaves(), ybar)?;
     Ok((y, in_shape(point, xbar)?))
 }
 
 fn vjp_flat<T: Real>(
-    mut f: impl FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
     x: &[T],
     ybar: &[T],
 ) -> Result<(Vec<T>, Vec<T>)> {
     check_nonempty("vjp", x.len())?;
-    let (p, mut inputs) = match trace_or_host_at(&mut f, x, |p| PullbackCore::new(p, &primals(x)))?
-    {
+    let (p, mut inputs) = match trace_or_host_at(f, x, |p| PullbackCore::new(p, &primals(x)))? {
         Code::Scalar(traced) => traced,
         Code::Hosted(mut core) => {
             // The pullback's one application.
@@ -254,14 +254,24 @@ where
     let x = point.leaves();
     check_nonempty("jvp", x.len())?;
     let v = direction_leaves("jvp: direction", point, &mut PointShape::new(x.len()), v)?;
-    let mut f = on_leaves_mut(point, f);
-    let (p, mut inputs) = match trace_or_host_at(&mut f, &x, forward)? {
+    jvp_flat(&mut on_leaves_mut(point, f), &x, &v)
+}
+
+/// [`jvp`] on the flat leaves of the point and the direction (`f` behind
+/// a reference, so that this body is compiled once per scalar type, not
+/// once per closure).
+fn jvp_flat<T: Real>(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[T],
+    v: &[T],
+) -> Result<(Vec<T>, Vec<T>)> {
+    let (p, mut inputs) = match trace_or_host_at(f, x, forward)? {
         Code::Scalar(traced) => traced,
         Code::Hosted(fwd) => {
             // [x, ẋ] ↦ [y, ẏ], each one vector.
-            let out = fwd.eval(&[&primals(&x), &primals(&v)])?;
+            let out = fwd.eval(&[&primals(x), &primals(v)])?;
             // A structural zero (−0.0 in programs) of ẏ is returned as +0.0.
-            let cast = |v: &[f64], z: f64| v.iter().map(|&c| P::Scalar::cst(c + z)).collect();
+            let cast = |v: &[f64], z: f64| v.iter().map(|&c| T::cst(c + z)).collect();
             return Ok((cast(&out[0], -0.0), cast(&out[1], 0.0)));
         }
     };
@@ -269,7 +279,7 @@ where
     // ∂⃗p: inputs [x, caps, ẋ], outputs [y, ẏ]; captured values are held
     // fixed.
     let prog = pushforward_program(&p, x.len(), None);
-    inputs.extend_from_slice(&v);
+    inputs.extend_from_slice(v);
     let mut out = prog.eval(&inputs)?;
     let jv = out.split_off(m);
     Ok((out, jv))
@@ -310,16 +320,15 @@ where
     F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Vec<Tracer>>,
 {
-    jacobian_flat(on_leaves_mut(point, f), &point.leaves())
+    jacobian_flat(&mut on_leaves_mut(point, f), &point.leaves())
 }
 
 fn jacobian_flat<T: Real>(
-    mut f: impl FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
     x: &[T],
 ) -> Result<Vec<Vec<T>>> {
     check_nonempty("jacobian", x.len())?;
-    let (p, mut inputs) = match trace_or_host_at(&mut f, x, |p| PullbackCore::new(p, &primals(x)))?
-    {
+    let (p, mut inputs) = match trace_or_host_at(f, x, |p| PullbackCore::new(p, &primals(x)))? {
         Code::Scalar(traced) => traced,
         Code::Hosted(mut core) => {
             // One pullback at x, applied to each eᵢ.
@@ -388,12 +397,12 @@ where
     let leaves = x.leaves();
     check_nonempty("hvp", leaves.len())?;
     let v = direction_leaves("hvp: direction", x, &mut PointShape::new(leaves.len()), v)?;
-    let hv = hvp_flat(on_leaves_mut(x, f), &leaves, &v)?;
+    let hv = hvp_flat(&mut on_leaves_mut(x, f), &leaves, &v)?;
     in_shape(x, hv)
 }
 
 fn hvp_flat<T: Real>(
-    mut f: impl FnMut(&[Tracer]) -> Result<Tracer>,
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[T],
     v: &[T],
 ) -> Result<Vec<T>> {
@@ -402,7 +411,7 @@ fn hvp_flat<T: Real>(
     let n = x.len();
     let (t, mut inputs) = if is_f64::<T>() {
         let xf = primals(x);
-        match trace_or_host(&mut f, &xf, |p| HvpCore::new(p, n))? {
+        match trace_or_host(f, &xf, |p| HvpCore::new(p, n))? {
             Code::Scalar(t) => (t, x.to_vec()),
             Code::Hosted(mut core) => {
                 let mut hv = vec![0.0; n];
@@ -459,18 +468,18 @@ where
     F: FnMut(&P::Arg<Tracer>) -> R,
     R: IntoTraced<Tracer>,
 {
-    hessian_flat(on_leaves_mut(x, f), &x.leaves())
+    hessian_flat(&mut on_leaves_mut(x, f), &x.leaves())
 }
 
 fn hessian_flat<T: Real>(
-    mut f: impl FnMut(&[Tracer]) -> Result<Tracer>,
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[T],
 ) -> Result<Vec<Vec<T>>> {
     check_nonempty("hessian", x.len())?;
     let n = x.len();
     let (t, inputs) = if is_f64::<T>() {
         let xf = primals(x);
-        match trace_or_host(&mut f, &xf, |p| HvpCore::new(p, n))? {
+        match trace_or_host(f, &xf, |p| HvpCore::new(p, n))? {
             Code::Scalar(t) => (t, x.to_vec()),
             Code::Hosted(mut core) => {
                 // Code with loops: the columns one by one through the loops.

@@ -100,7 +100,7 @@ where
     /// [`Error::EmptyInput`](crate::Error::EmptyInput) for an empty `x0`; as [`gradient`](fn@crate::gradient) otherwise.
     pub fn new(f: F, x0: &[f64]) -> Result<Self> {
         check_nonempty("Gradient", x0.len())?;
-        let code = Self::build(&f, x0)?;
+        let code = build(&f, x0)?;
         Ok(Gradient::with_code(f, x0.len(), code))
     }
 }
@@ -143,7 +143,7 @@ impl<F: Fn(&TArray) -> Result<TScalar>> Gradient<OnArray<F>> {
         let n = x0.len();
         check_nonempty("Gradient", n)?;
         let f = OnArray(f);
-        let code = Self::build(&f, x0)?;
+        let code = build(&f, x0)?;
         Ok(Gradient::with_code(f, n, code))
     }
 }
@@ -191,7 +191,7 @@ where
         let n = p0.leaf_count();
         check_nonempty("Gradient", n)?;
         let f = OnPoint::new(f, p0);
-        let code = Self::build(&f, &p0.leaves())?;
+        let code = build(&f, &p0.leaves())?;
         Ok(Gradient::with_code(f, n, code))
     }
 
@@ -208,7 +208,7 @@ where
     pub fn eval_point(&mut self, p: &P) -> Result<(f64, Tangent<P>)> {
         let (x, old) = self.f.take_leaves("Gradient: point", p)?;
         if old.is_some() {
-            match Self::build(&self.f, &x) {
+            match build(&self.f, &x) {
                 Ok(code) => {
                     self.code = code;
                     self.unrolled = None;
@@ -237,36 +237,6 @@ impl<F: LeafFunction> Gradient<F> {
             regs: Registers::new(),
             unrolled: None,
         }
-    }
-
-    /// The gradient program of `f` traced at `x`: from the scalar trace,
-    /// or, for a function with loops, from the array trace
-    /// ([`trace_or_host`]).
-    fn build(f: &F, x: &[f64]) -> Result<GradientCode> {
-        let n = x.len();
-        if let Some(af) = f.array_function() {
-            let core = GradientCore::new(&trace_scalar(af, x)?, n)?;
-            return Ok(Code::Hosted(Box::new(core)));
-        }
-        let code = trace_or_host(&mut |t| f.call_leaves(t), x, |p| {
-            GradientCore::new(p, n).map(Box::new)
-        })?;
-        Ok(match code {
-            Code::Scalar(t) => {
-                Code::Scalar(Executable::new(gradient_program(t, n)?.into_schedule()))
-            }
-            Code::Hosted(c) => Code::Hosted(c),
-        })
-    }
-
-    /// The gradient program of `f` on the scalar trace, loops unrolled:
-    /// for points other than `f64`, which the array trace's programs do
-    /// not take.
-    fn build_unrolled(f: &F, x: &[f64]) -> Result<Executable> {
-        let (t, _) = trace_builder_at(scalar(|t| f.call_leaves(t)), x)?;
-        Ok(Executable::new(
-            gradient_program(t, x.len())?.into_schedule(),
-        ))
     }
 
     /// `(f(x), ∇f(x))` at a point of any [`Real`] scalar: tracers, to use
@@ -318,21 +288,21 @@ impl<F: LeafFunction> Gradient<F> {
             let xs = primals(x);
             let p = match &mut self.unrolled {
                 Some(p) => p,
-                None => self.unrolled.insert(Self::build_unrolled(f, &xs)?),
+                None => self.unrolled.insert(build_unrolled(f, &xs)?),
             };
-            let mut out = run_or_retrace(p, || Self::build_unrolled(f, &xs), |p| p.eval(x))?;
+            let mut out = run_or_retrace(p, || build_unrolled(f, &xs), |p| p.eval(x))?;
             let grad = out.split_off(1);
             return Ok((out[0], grad));
         }
         let f = &self.f;
         let mut out = run_or_retrace(
             &mut self.code,
-            || Self::build(f, &primals(x)),
+            || build(f, &primals(x)),
             |c| match c {
                 Code::Scalar(p) => p.eval(x),
                 // A re-trace that meets a loop: the `f64` path above on
                 // the next call; this one is served unrolled.
-                Code::Hosted(_) => Self::build_unrolled(f, &primals(x))?.eval(x),
+                Code::Hosted(_) => build_unrolled(f, &primals(x))?.eval(x),
             },
         )?;
         let grad = out.split_off(1);
@@ -386,7 +356,7 @@ impl<F: LeafFunction> Gradient<F> {
         let (f, regs, out) = (&self.f, &mut self.regs, &mut self.out);
         run_or_retrace(
             &mut self.code,
-            || Self::build(f, x),
+            || build(f, x),
             |c| match c {
                 Code::Scalar(p) => {
                     p.eval_f64(regs, x, out)?;
@@ -397,4 +367,32 @@ impl<F: LeafFunction> Gradient<F> {
             },
         )
     }
+}
+
+/// The gradient program of `f` traced at `x`: from the scalar trace, or,
+/// for a function with loops, from the array trace ([`trace_or_host`]).
+/// (`f` behind `dyn`, so that this is compiled once, not once per
+/// function.)
+fn build(f: &dyn LeafFunction, x: &[f64]) -> Result<GradientCode> {
+    let n = x.len();
+    if let Some(af) = f.array_function() {
+        let core = GradientCore::new(&trace_scalar(af, x)?, n)?;
+        return Ok(Code::Hosted(Box::new(core)));
+    }
+    let code = trace_or_host(&mut |t| f.call_leaves(t), x, |p| {
+        GradientCore::new(p, n).map(Box::new)
+    })?;
+    Ok(match code {
+        Code::Scalar(t) => Code::Scalar(Executable::new(gradient_program(t, n)?.into_schedule())),
+        Code::Hosted(c) => Code::Hosted(c),
+    })
+}
+
+/// The gradient program of `f` on the scalar trace, loops unrolled: for
+/// points other than `f64`, which the array trace's programs do not take.
+fn build_unrolled(f: &dyn LeafFunction, x: &[f64]) -> Result<Executable> {
+    let (t, _) = trace_builder_at(scalar(|t| f.call_leaves(t)), x)?;
+    Ok(Executable::new(
+        gradient_program(t, x.len())?.into_schedule(),
+    ))
 }

@@ -123,7 +123,7 @@ impl HvpSplit {
 
     /// The split of `f` traced at `x`: from the scalar trace, or, for a
     /// function with loops, the array programs ([`trace_or_host`]).
-    fn build<F: LeafFunction>(f: &F, x: &[f64]) -> Result<HvpCode> {
+    fn build(f: &dyn LeafFunction, x: &[f64]) -> Result<HvpCode> {
         let n = x.len();
         if let Some(af) = f.array_function() {
             let core = HvpCore::new(&trace_scalar(af, x)?, n)?;
@@ -140,7 +140,7 @@ impl HvpSplit {
 
     /// The split of `f` on the scalar trace, loops unrolled: for points
     /// other than `f64`.
-    fn build_unrolled<F: LeafFunction>(f: &F, x: &[f64]) -> Result<Self> {
+    fn build_unrolled(f: &dyn LeafFunction, x: &[f64]) -> Result<Self> {
         let (t, _) = trace_builder_at(scalar(|t| f.call_leaves(t)), x)?;
         Self::from_trace(t, x.len())
     }

@@ -57,10 +57,17 @@ where
     R: IntoTraced<Vec<Tracer>>,
 {
     let leaves = point.leaves();
-    let x = &leaves[..];
-    check_nonempty("pullback", x.len())?;
-    let mut f = on_leaves_mut(point, f);
-    let (p, inputs) = match trace_or_host_at(&mut f, x, |p| PullbackCore::new(p, x))? {
+    check_nonempty("pullback", leaves.len())?;
+    pullback_flat(&mut on_leaves_mut(point, f), &leaves)
+}
+
+/// [`pullback`] on the flat leaves of the point (`f` behind a reference,
+/// so that this body is compiled once, not once per closure).
+fn pullback_flat(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Vec<Tracer>>,
+    x: &[f64],
+) -> Result<(Vec<f64>, Pullback)> {
+    let (p, inputs) = match trace_or_host_at(f, x, |p| PullbackCore::new(p, x))? {
         Code::Scalar(traced) => traced,
         Code::Hosted(core) => {
             let y = core.value().to_vec();

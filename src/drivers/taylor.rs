@@ -74,12 +74,14 @@ where
     let leaves = x.leaves();
     check_nonempty("taylor", leaves.len())?;
     let v = direction_leaves("direction v", x, &mut PointShape::new(leaves.len()), v)?;
-    taylor_flat::<N, _, _>(on_leaves_mut(x, f), &leaves, &v)
+    taylor_flat::<N, _>(&mut on_leaves_mut(x, f), &leaves, &v)
 }
 
-/// [`taylor`] on the flat leaves of the point and the direction.
-fn taylor_flat<N, T, R>(
-    mut f: impl FnMut(&[Tracer]) -> R,
+/// [`taylor`] on the flat leaves of the point and the direction (`f`
+/// behind a reference, so that this body is compiled once per order and
+/// scalar type, not once per closure).
+fn taylor_flat<N, T>(
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[T],
     v: &[T],
 ) -> Result<GenericArray<T, Add1<N>>>
@@ -87,12 +89,10 @@ where
     N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
     Add1<N>: ArrayLength,
     T: Real,
-    R: IntoTraced<Tracer>,
 {
     if is_f64::<T>() {
         let (x, v) = (primals(x), primals(v));
-        let mut g = |t: &[Tracer]| f(t).into_traced();
-        let mut t = match taylor_or_host(&mut g, &x, N::to_usize())? {
+        let mut t = match taylor_or_host(f, &x, N::to_usize())? {
             Code::Scalar(t) => t,
             Code::Hosted(mut d) => {
                 // Code with loops: the jets carried through the loops.
@@ -216,11 +216,11 @@ where
         direction_leaves("direction v", x, &mut shape, v)?,
         direction_leaves("direction w", x, &mut shape, w)?,
     );
-    d3_flat(on_leaves_mut(x, f), &leaves, &u, &v, &w)
+    d3_flat(&mut on_leaves_mut(x, f), &leaves, &u, &v, &w)
 }
 
 fn d3_flat<T: Real>(
-    mut f: impl FnMut(&[Tracer]) -> Result<Tracer>,
+    f: &mut dyn FnMut(&[Tracer]) -> Result<Tracer>,
     x: &[T],
     u: &[T],
     v: &[T],
@@ -242,7 +242,7 @@ fn d3_flat<T: Real>(
     }
     let (x, u, v, w) = (primals(x), primals(u), primals(v), primals(w));
     let n = x.len();
-    let mut t = match taylor_or_host(&mut f, &x, 3)? {
+    let mut t = match taylor_or_host(f, &x, 3)? {
         Code::Scalar(t) => t,
         Code::Hosted(mut d) => {
             // Code with loops: the jets carried through the loops.

@@ -90,10 +90,24 @@ where
     T: Real,
     R: IntoTraced<Tracer>,
 {
+    derivative_of::<N, T>(&mut |t| f(t).into_traced(), x)
+}
+
+/// [`derivative`] with `f` behind a reference, so that this body is
+/// compiled once per order and scalar type, not once per function.
+fn derivative_of<N, T>(
+    f: &mut dyn FnMut(Tracer) -> Result<Tracer>,
+    x: T,
+) -> Result<GenericArray<T, Add1<N>>>
+where
+    N: Unsigned + Add<B1> + IsLessOrEqual<MaxTaylorOrder, Output = True>,
+    Add1<N>: ArrayLength,
+    T: Real,
+{
     if is_f64::<T>() {
         let x = x.primal();
         let order = N::to_usize();
-        let mut g = |t: &[Tracer]| f(t[0]).into_traced();
+        let mut g = |t: &[Tracer]| f(t[0]);
         let mut t = match taylor_or_host(&mut g, &[x], order)? {
             Code::Scalar(t) => t,
             Code::Hosted(mut d) => {
