@@ -27,9 +27,12 @@
 //!   primitive of the table and every user rule keeps its own `O(K²)`
 //!   recurrence;
 //! * a **loop** ([`super::prims::Scan`]) threads the carry's jet through
-//!   its body step by step, by the same two routes per step (the body's
-//!   coefficient program, run by the backends, and the recurrences where
-//!   it has none or its coefficients at a step are not finite);
+//!   its body step by step: by the body's recurrences, or, with the
+//!   feature `jit` and once the loop has run 2¹³ steps, by the native code
+//!   of the body's derivative program (the same construction, in
+//!   derivatives `j! cⱼ` so that the carried values are not rounded
+//!   through `j!` at each step), the recurrences still taking any step
+//!   whose values are not finite;
 //! * constants and fills have only a constant term, and a guard is checked
 //!   on the constant terms.
 //!

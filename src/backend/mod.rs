@@ -570,6 +570,21 @@ impl Executable {
         }
     }
 
+    /// Compiles the whole program to native code now, whatever its heat,
+    /// where the native backend can (feature `jit`, no longer than it
+    /// compiles): for a caller that knows the program will run many
+    /// times, so that no run waits for [`HOT_CALLS`](native::HOT_CALLS)
+    /// as register code. Whether native code exists afterwards.
+    pub(crate) fn compile_whole(&self) -> bool {
+        #[cfg(feature = "jit")]
+        {
+            let rc = self.code();
+            rc.len <= native::MAX_PROGRAM && self.native_code(rc).is_some()
+        }
+        #[cfg(not(feature = "jit"))]
+        false
+    }
+
     /// Whether the native backend compiles this whole program: built with
     /// feature `jit`, and no longer than it compiles.
     pub(crate) fn compiles_natively(&self) -> bool {

@@ -99,7 +99,7 @@ fn is_smooth_prim(p: Prim) -> bool {
 }
 
 /// `n!` as an `f64` (exact for `n ≤ 22`).
-fn factorial(n: usize) -> f64 {
+pub(crate) fn factorial(n: usize) -> f64 {
     (2..=n).fold(1.0, |f, k| f * k as f64)
 }
 
@@ -117,6 +117,54 @@ pub(crate) fn jet_program(
     tops: &[usize],
     max_len: usize,
 ) -> Option<Program> {
+    let q = derivatives(p, degree, tops, max_len)?;
+    let tops: Vec<usize> = tops.iter().map(|&t| t.min(degree)).collect();
+    // The coefficients: inputs cⱼ with x⁽ʲ⁾ = j! cⱼ, outputs y⁽ᵏ⁾ / k!.
+    let mut b = Builder::with_capacity(q.len() + q.n_inputs() + q.n_outputs());
+    let mut xs = Vec::with_capacity(q.n_inputs());
+    for &t in &tops {
+        for j in 0..=t {
+            let c = b.input();
+            xs.push(if j < 2 { c } else { b.scale(factorial(j), c) });
+        }
+    }
+    let map = q.copy_into(&mut b, &xs);
+    let outs: Vec<Var> = q
+        .outputs()
+        .iter()
+        .enumerate()
+        .map(|(i, o)| {
+            let (k, y) = (i % (degree + 1), map[o.index()]);
+            if k < 2 {
+                y
+            } else {
+                b.scale(1.0 / factorial(k), y)
+            }
+        })
+        .collect();
+    let r = b.finish_unchecked(&outs).positive_zero_outputs().into_dce();
+    (r.len() <= max_len).then_some(r)
+}
+
+/// [`jet_program`] in derivatives rather than coefficients: input `i` of
+/// `p` becomes the inputs `x⁽⁰⁾ … x⁽ᵗᵒᵖˢ⁽ⁱ⁾⁾` of its jet and output `k` the
+/// outputs `y⁽⁰⁾ … y⁽ᵈᵉᵍʳᵉᵉ⁾`, `x⁽ʲ⁾ = j! cⱼ` (a structurally zero output
+/// is `+0.0`). A loop carries its jet in this form, so that no step
+/// rounds the carried values through `j!` and `1/j!`. `None` as for
+/// [`jet_program`].
+pub(crate) fn derivative_program(
+    p: &Program,
+    degree: usize,
+    tops: &[usize],
+    max_len: usize,
+) -> Option<Program> {
+    let q = derivatives(p, degree, tops, max_len)?;
+    Some(q.positive_zero_outputs().into_dce())
+}
+
+/// The derivatives of [`derivative_program`], structural zeros as the
+/// builder's `−0.0`.
+fn derivatives(p: &Program, degree: usize, tops: &[usize], max_len: usize) -> Option<Program> {
     if degree > MAX_JET_PROGRAM_DEGREE
         || tops.len() != p.n_inputs()
         || !p.guards().is_empty()
@@ -159,31 +207,7 @@ pub(crate) fn jet_program(
     }
     let outs: Vec<Var> = ys.concat();
     let q = b.finish_unchecked(&outs).into_dce();
-    // The coefficients: inputs cⱼ with x⁽ʲ⁾ = j! cⱼ, outputs y⁽ᵏ⁾ / k!.
-    let mut b = Builder::with_capacity(q.len() + q.n_inputs() + q.n_outputs());
-    let mut xs = Vec::with_capacity(q.n_inputs());
-    for &t in &tops {
-        for j in 0..=t {
-            let c = b.input();
-            xs.push(if j < 2 { c } else { b.scale(factorial(j), c) });
-        }
-    }
-    let map = q.copy_into(&mut b, &xs);
-    let outs: Vec<Var> = q
-        .outputs()
-        .iter()
-        .enumerate()
-        .map(|(i, o)| {
-            let (k, y) = (i % (degree + 1), map[o.index()]);
-            if k < 2 {
-                y
-            } else {
-                b.scale(1.0 / factorial(k), y)
-            }
-        })
-        .collect();
-    let r = b.finish_unchecked(&outs).positive_zero_outputs().into_dce();
-    (r.len() <= max_len).then_some(r)
+    (q.len() <= max_len).then_some(q)
 }
 
 #[cfg(test)]

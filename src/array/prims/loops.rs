@@ -28,7 +28,7 @@ use crate::array::ir::{
 use crate::array::{Param, ParamReader, PrimData};
 use crate::backend::{Executable, Registers};
 use crate::error::{Error, Result};
-use crate::functor::jet_program::jet_program;
+use crate::functor::jet_program::{derivative_program, factorial, MAX_JET_PROGRAM_DEGREE};
 use crate::functor::{forward, reverse_joint, TaylorProgram};
 use crate::program::{Builder, Program, Var};
 
@@ -60,7 +60,9 @@ fn with_registers<R>(f: impl FnOnce(&mut Registers) -> R) -> R {
 /// output's sequence (`ys · steps` values, laid out as the data).
 ///
 /// Its derivatives are scans again (see the module's documentation); its
-/// Taylor rule carries jets through the body's Taylor program.
+/// Taylor rule carries jets through the body step by step (by its Taylor
+/// recurrences, or, with the feature `jit` once the loop has run 2¹³
+/// steps, by the native code of its derivative program).
 /// [`crate::fold`] and [`crate::scan`] record it from user code.
 ///
 /// # Example
@@ -106,25 +108,32 @@ pub struct Scan {
     derived: Arc<Derived>,
 }
 
-/// The program of `body`'s Taylor coefficients at `degree` for full jets
-/// of every input (a carry's jet is full after one step), where it has one
-/// and the native backend compiles it (feature `jit`): a loop runs it once
-/// per step. Register code is not enough: on the predator–prey loop of
-/// the benchmarks (RK4, 10³ … 10⁵ steps, `K = 4` along a line) the loop's
-/// jets took 0.11–0.19× the recurrences' time with the program run
-/// natively, and 2.4–3.1× with it run as register code (each step one
-/// run of a program of many instructions per instruction of the body,
-/// with no elements to spread its dispatch over, as a map has). At most
-/// twice the instructions the recurrences run, about `(K + 1)²` per
-/// instruction of the body.
-fn coefficient_program(body: &Program, degree: usize) -> Option<Executable> {
-    if !crate::backend::NATIVE {
-        return None;
-    }
+/// Steps of a loop's Taylor rule that its body's recurrences run, over
+/// all its evaluations, before the body's derivative program is compiled
+/// to native code (feature `jit`) and run in their place: on the RK4 body
+/// of the benchmarks at `K = 4`, compiling took about 5 ms and saved about
+/// 0.75 µs per step after it (even at about 6500 steps). Counting this
+/// evaluation's steps, so that one long loop compiles at once.
+const NATIVE_JET_STEPS: usize = 1 << 13;
+
+/// The program of `body`'s Taylor derivatives at `degree` for full jets of
+/// every input (a carry's jet is full after one step;
+/// `functor::jet_program::derivative_program`), compiled to native code,
+/// where the body has one and the native backend compiles it (feature
+/// `jit`). Not as register code: on the predator–prey loop of the
+/// benchmarks (RK4, 10³ … 10⁵ steps, `K = 4` along a line) the loop's
+/// jets took 2.4–3.1× the recurrences' time with the coefficient program
+/// run as register code, and 0.19–0.20× natively (each step one run of a
+/// program of many instructions per instruction of the body, with no
+/// elements to spread its dispatch over, as a map has). At most twice the
+/// instructions the recurrences run, about `(K + 1)²` per instruction of
+/// the body.
+fn native_derivative_program(body: &Program, degree: usize) -> Option<Executable> {
     let w = degree + 1;
     let bound = 2 * w * w * body.len() + 64;
-    let program = jet_program(body, degree, &vec![degree; body.n_inputs()], bound)?;
-    Some(Executable::new(program)).filter(Executable::compiles_natively)
+    let program = derivative_program(body, degree, &vec![degree; body.n_inputs()], bound)?;
+    let exe = Executable::new(program);
+    exe.compile_whole().then_some(exe)
 }
 
 /// The scans derived from one, built once (so that repeated derivations
@@ -142,12 +151,19 @@ struct Derived {
 
 struct BodyJets {
     program: TaylorProgram,
-    /// The body's coefficient program ([`jet_program`]) where it has one,
-    /// run per step by the backends (natively with the feature `jit`); a
-    /// step whose coefficients from it are not all finite takes the
-    /// recurrences' instead.
-    compiled: Option<Executable>,
+    /// The body's derivative program ([`native_derivative_program`]) once
+    /// decided (`None` until the recurrences have run
+    /// [`NATIVE_JET_STEPS`] steps; then `Some(None)` where the body has no
+    /// such program or the build no native backend), run per step in
+    /// place of the recurrences; a step whose inputs or derivatives from
+    /// it are not all finite takes the recurrences' instead.
+    native: Option<Option<Executable>>,
+    /// Steps the recurrences have run (saturating).
+    steps: usize,
+    /// The body's input jets (in derivatives while the native program
+    /// runs), their coefficients for the recurrences, and its output jets.
     input: Vec<f64>,
+    coefficients: Vec<f64>,
     output: Vec<f64>,
 }
 
@@ -654,12 +670,13 @@ impl ArrayPrimitive for Scan {
     }
 
     /// Jets through the body, step by step: the carry's jet is threaded,
-    /// each step reads its data's jets. With the feature `jit` each step
-    /// runs the native code of the body's coefficient program
-    /// (`functor::jet_program`, for full jets) where the body has one;
-    /// otherwise, and at a step whose coefficients from it are not all
-    /// finite, the body's Taylor recurrences (as array Taylor mode does
-    /// per element).
+    /// each step reads its data's jets. Each step runs the body's Taylor
+    /// recurrences; with the feature `jit`, once this loop's jets have
+    /// run 2¹³ steps (counting this evaluation's), the
+    /// native code of the body's derivative program instead, where the
+    /// body has one, with the carry's jet held in derivatives; a step
+    /// whose inputs or derivatives are not all finite still runs the
+    /// recurrences (as array Taylor mode does per element).
     fn jet(
         &self,
         args: &[&[f64]],
@@ -680,23 +697,32 @@ impl ArrayPrimitive for Scan {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.as_ref().is_none_or(|c| c.program.degree() != degree) {
-            let body = self.body.program();
             *cache = Some(BodyJets {
-                compiled: coefficient_program(body, degree),
-                program: TaylorProgram::new(body, degree)?,
+                program: TaylorProgram::new(self.body.program(), degree)?,
+                native: None,
+                steps: 0,
                 input: vec![0.0; (k + x + p) * w],
+                coefficients: vec![0.0; (k + x + p) * w],
                 output: vec![0.0; (k + y) * w],
             });
         }
-        let Some(BodyJets {
-            program: t,
-            compiled,
-            input,
-            output,
-        }) = cache.as_mut()
-        else {
+        let Some(jets) = cache.as_mut() else {
             return Err(Error::WorkspaceMismatch);
         };
+        if jets.native.is_none()
+            && crate::backend::NATIVE
+            && jets.steps.saturating_add(n) >= NATIVE_JET_STEPS
+        {
+            jets.native = Some(native_derivative_program(self.body.program(), degree));
+        }
+        let BodyJets {
+            program: t,
+            native,
+            steps,
+            input,
+            coefficients,
+            output,
+        } = jets;
         // Input-major jets of the body: (carry, xᵢ, p).
         for d in 0..w {
             for j in 0..k {
@@ -707,7 +733,7 @@ impl ArrayPrimitive for Scan {
             }
         }
         let len = self.out_len();
-        with_registers(|regs| -> Result<()> {
+        let Some(exe) = native.as_ref().and_then(Option::as_ref) else {
             for s in 0..n {
                 let i = self.index(s);
                 for j in 0..x {
@@ -715,14 +741,7 @@ impl ArrayPrimitive for Scan {
                         input[(k + j) * w + d] = data[d * x * n + j * n + i];
                     }
                 }
-                // The same layouts: input after input, output after output,
-                // coefficients 0 … K each.
-                let ran = compiled.as_ref().is_some_and(|c| {
-                    c.eval_f64(regs, input, output).is_ok() && output.iter().all(|v| v.is_finite())
-                });
-                if !ran {
-                    t.eval(input, output)?;
-                }
+                t.eval(input, output)?;
                 input[..k * w].copy_from_slice(&output[..k * w]);
                 for j in 0..y {
                     for d in 0..w {
@@ -730,11 +749,60 @@ impl ArrayPrimitive for Scan {
                     }
                 }
             }
+            *steps = steps.saturating_add(n);
+            for j in 0..k {
+                for d in 0..w {
+                    out[d * len + j] = input[j * w + d];
+                }
+            }
+            return Ok(());
+        };
+        // The carry's jet in derivatives, x⁽ᵈ⁾ = d! c_d, through the whole
+        // loop: each step's values go in and come out without a rounding
+        // through d! and 1/d!; the data and the outputs are converted as
+        // they are read and written.
+        // (The program exists only for degrees up to its maximum.)
+        let mut fact = [1.0; MAX_JET_PROGRAM_DEGREE + 1];
+        for (d, f) in fact.iter_mut().enumerate().take(w) {
+            *f = factorial(d);
+        }
+        for (i, v) in input.iter_mut().enumerate() {
+            *v *= fact[i % w];
+        }
+        with_registers(|regs| -> Result<()> {
+            for s in 0..n {
+                let i = self.index(s);
+                for j in 0..x {
+                    for d in 0..w {
+                        input[(k + j) * w + d] = data[d * x * n + j * n + i] * fact[d];
+                    }
+                }
+                // The same layouts as the recurrences': input after input,
+                // output after output, 0 … K each.
+                let ran = input.iter().all(|v| v.is_finite())
+                    && exe.eval_f64(regs, input, output).is_ok()
+                    && output.iter().all(|v| v.is_finite());
+                if !ran {
+                    for (i, (c, v)) in coefficients.iter_mut().zip(input.iter()).enumerate() {
+                        *c = v / fact[i % w];
+                    }
+                    t.eval(coefficients, output)?;
+                    for (i, v) in output.iter_mut().enumerate() {
+                        *v *= fact[i % w];
+                    }
+                }
+                input[..k * w].copy_from_slice(&output[..k * w]);
+                for j in 0..y {
+                    for d in 0..w {
+                        out[d * len + k + j * n + i] = output[(k + j) * w + d] / fact[d];
+                    }
+                }
+            }
             Ok(())
         })?;
         for j in 0..k {
             for d in 0..w {
-                out[d * len + j] = input[j * w + d];
+                out[d * len + j] = input[j * w + d] / fact[d];
             }
         }
         Ok(())
@@ -1833,77 +1901,155 @@ mod tests {
     use super::*;
 
     /// The jets of `scan` at `degree` on coefficient-major operand jets,
-    /// and whether the body's coefficient program was built.
+    /// and whether a derivative program ran in place of the recurrences.
     fn jets(scan: &Scan, args: &[Vec<f64>], shapes: &[Shape], degree: usize) -> (Vec<f64>, bool) {
         let args: Vec<&[f64]> = args.iter().map(Vec::as_slice).collect();
         let shape = scan.shape(shapes).unwrap();
         let mut out = vec![0.0; (degree + 1) * shape.len()];
         scan.jet(&args, shapes, degree, &mut out, shape).unwrap();
-        let built = scan
+        let native = scan
             .derived
             .jets
             .lock()
             .unwrap()
             .as_ref()
-            .is_some_and(|j| j.compiled.is_some());
-        (out, built)
+            .is_some_and(|j| j.native.as_ref().is_some_and(Option::is_some));
+        (out, native)
     }
 
-    /// Sets the body's coefficient program that the next jets at the same
-    /// degree run (`None`: the recurrences alone), whatever the build's
-    /// backend.
-    fn set_compiled(scan: &Scan, compiled: Option<Executable>) {
+    /// Sets the body's derivative program that the next jets at the same
+    /// degree run in place of the recurrences (`None`: the recurrences),
+    /// whatever the build's backend (without `jit` it runs as register
+    /// code).
+    fn set_program(scan: &Scan, degree: usize) -> bool {
+        let body = scan.body();
+        let program = derivative_program(body, degree, &vec![degree; body.n_inputs()], usize::MAX);
+        let found = program.is_some();
         if let Some(j) = scan.derived.jets.lock().unwrap().as_mut() {
-            j.compiled = compiled;
+            j.native = Some(program.map(Executable::new));
+        }
+        found
+    }
+
+    fn set_recurrences(scan: &Scan) {
+        if let Some(j) = scan.derived.jets.lock().unwrap().as_mut() {
+            j.native = Some(None);
         }
     }
 
+    /// The largest difference of `a` from `b`, relative to `max(|b|, 1)`.
+    fn max_rel(a: &[f64], b: &[f64]) -> f64 {
+        a.iter()
+            .zip(b)
+            .map(|(a, b)| (a - b).abs() / b.abs().max(1.0))
+            .fold(0.0, f64::max)
+    }
+
+    /// Coefficient-major jets of `len` values at `degree`, from `seed`.
+    fn jet(len: usize, degree: usize, seed: f64, scale: f64) -> Vec<f64> {
+        (0..(degree + 1) * len)
+            .map(|i| scale * (0.37 * i as f64 + seed).sin())
+            .collect()
+    }
+
     /// Jets through a scan (carry, per-step data, a constant, a per-step
-    /// output; forward and reversed) from the body's coefficient program
+    /// output; forward and reversed) from the body's derivative program
     /// against the same from its recurrences: the two differ in rounding
-    /// only.
+    /// only. A short loop runs the recurrences unless given the program.
     #[test]
-    fn compiled_scan_jets_agree_with_the_recurrences() {
+    fn scan_jets_from_the_derivative_program_agree_with_the_recurrences() {
         let n = 9;
         let shapes = [Shape::Vector(2), Shape::Vector(1), Shape::Vector(n)];
         for reverse in [false, true] {
             for degree in [1, 2, 4, 8] {
                 let scan = Scan::new(example_body(), n, 2, 1, 1, reverse).unwrap();
-                let w = degree + 1;
-                let jet = |len: usize, seed: f64| -> Vec<f64> {
-                    (0..w * len)
-                        .map(|i| (0.37 * i as f64 + seed).sin())
-                        .collect()
-                };
-                let args = [jet(2, 0.1), jet(1, 0.2), jet(n, 0.3)];
-                // Built where the native backend runs it.
-                let (_, built) = jets(&scan, &args, &shapes, degree);
-                assert_eq!(built, crate::backend::NATIVE, "degree {degree}");
-                let program = jet_program(scan.body(), degree, &[degree; 4], usize::MAX);
-                set_compiled(&scan, program.map(Executable::new));
-                let (compiled, built) = jets(&scan, &args, &shapes, degree);
-                assert!(built, "degree {degree}: no coefficient program");
-                set_compiled(&scan, None);
-                let (recurrences, _) = jets(&scan, &args, &shapes, degree);
-                assert_ne!(compiled, recurrences, "the same route twice");
-                for (i, (a, b)) in compiled.iter().zip(&recurrences).enumerate() {
-                    assert!(
-                        (a - b).abs() <= 1e-13 * b.abs().max(1.0),
-                        "degree {degree}, reverse {reverse}, coefficient {i}: {a} vs {b}"
-                    );
-                }
+                let args = [
+                    jet(2, degree, 0.1, 1.0),
+                    jet(1, degree, 0.2, 1.0),
+                    jet(n, degree, 0.3, 1.0),
+                ];
+                let (recurrences, native) = jets(&scan, &args, &shapes, degree);
+                assert!(!native, "{n} steps: no program yet");
+                assert!(set_program(&scan, degree));
+                let (program, native) = jets(&scan, &args, &shapes, degree);
+                assert!(native, "degree {degree}: no derivative program");
+                assert_ne!(program, recurrences, "the same route twice");
+                let e = max_rel(&program, &recurrences);
+                assert!(e <= 1e-13, "degree {degree}, reverse {reverse}: {e:e}");
             }
         }
     }
 
+    /// A loop of [`NATIVE_JET_STEPS`] steps decides on its first jets:
+    /// the derivative program where the build compiles it natively.
+    #[test]
+    fn a_long_loop_compiles_its_jets_where_the_build_can() {
+        let n = NATIVE_JET_STEPS;
+        let scan = Scan::new(example_fold_body(), n, 1, 0, 0, false).unwrap();
+        let (_, native) = jets(&scan, &[jet(1, 4, 0.5, 1.0)], &[Shape::Vector(1)], 4);
+        assert_eq!(native, crate::backend::NATIVE);
+    }
+
+    /// Predator–prey by explicit Euler, `x ← x + h(αx − βxy)`, `y ← y +
+    /// h(δxy − γy)`, 10⁴ steps at degree 4: the carry's jet goes through
+    /// the derivative program 10⁴ times, and stays within 10⁻¹³ of the
+    /// recurrences' (6·10⁻¹⁴ when written). Carried as coefficients, each
+    /// step rounding them through `k!` and `1/k!`, the difference grew
+    /// with the steps, to 4.4·10⁻¹³ here.
+    #[test]
+    fn long_loops_keep_the_derivatives_accurate() {
+        let mut b = Builder::new();
+        let (x, y) = (b.input(), b.input());
+        let (al, be, ga, de) = (b.input(), b.input(), b.input(), b.input());
+        let h = 1e-3;
+        let xy = b.mul(x, y);
+        let ax = b.mul(al, x);
+        let bxy = b.mul(be, xy);
+        let dx = b.sub(ax, bxy);
+        let dxh = b.scale(h, dx);
+        let xn = b.add(x, dxh);
+        let dxy = b.mul(de, xy);
+        let gy = b.mul(ga, y);
+        let dy = b.sub(dxy, gy);
+        let dyh = b.scale(h, dy);
+        let yn = b.add(y, dyh);
+        let body = b.finish(&[xn, yn]).unwrap();
+        let n = 10_000;
+        let degree = 4;
+        let w = degree + 1;
+        // Coefficient-major: the carry (1, 0.5) and the constants along
+        // a line of slope 0.1 in every one.
+        let mut init = vec![0.0; 2 * w];
+        init[..2].copy_from_slice(&[1.0, 0.5]);
+        init[2..4].copy_from_slice(&[0.1, 0.1]);
+        let mut consts = vec![0.0; 4 * w];
+        consts[..4].copy_from_slice(&[1.1, 0.4, 0.4, 0.1]);
+        consts[4..8].copy_from_slice(&[0.1; 4]);
+        let shapes = [Shape::Vector(2), Shape::Vector(4)];
+        let args = [init, consts];
+        let scan = Scan::new(body, n, 2, 0, 4, false).unwrap();
+        let run = |program: bool| {
+            jets(&scan, &args, &shapes, degree);
+            if program {
+                assert!(set_program(&scan, degree));
+            } else {
+                set_recurrences(&scan);
+            }
+            jets(&scan, &args, &shapes, degree).0
+        };
+        let (program, recurrences) = (run(true), run(false));
+        let e = max_rel(&program, &recurrences);
+        assert!(e <= 1e-13, "{e:e}: {program:?} vs {recurrences:?}");
+    }
+
     /// `(c, u) ← (e^{−c²}, e^{−u²} + c′)` for one step from `c = ∞ + t`,
-    /// `u = ½ + t`: the coefficient program's `(−∞)·0` makes the step's
-    /// coefficients NaN, so the step takes the recurrences', which are
-    /// finite (`e^{−c²}` vanishes near `c = ∞`): `c = 0` and `u` the
+    /// `u = ½ + t`: the derivative program's `(−∞)·0` would make the
+    /// step's derivatives NaN, so the step takes the recurrences', which
+    /// are finite (`e^{−c²}` vanishes near `c = ∞`): `c = 0` and `u` the
     /// coefficients of `e^{−(½ + t)²}`, `e^{−u²}·(1, −2u, 4u² − 2,
     /// −8u³ + 12u)/k!` at `u = ½`.
     #[test]
-    fn compiled_scan_jets_fall_back_to_the_recurrences_where_not_finite() {
+    fn scan_jets_fall_back_to_the_recurrences_where_not_finite() {
         let mut b = Builder::new();
         let (c, u) = (b.input(), b.input());
         let gauss = |b: &mut Builder, t: Var| {
@@ -1920,11 +2066,11 @@ mod tests {
         let init = vec![f64::INFINITY, 0.5, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0];
         let shapes = [Shape::Vector(2)];
         jets(&scan, std::slice::from_ref(&init), &shapes, 3);
-        let program = jet_program(&body, 3, &[3, 3], usize::MAX).unwrap();
-        set_compiled(&scan, Some(Executable::new(program.clone())));
-        let (out, built) = jets(&scan, &[init], &shapes, 3);
-        assert!(built);
-        // The coefficient program alone is not finite there.
+        assert!(set_program(&scan, 3));
+        let (out, native) = jets(&scan, &[init], &shapes, 3);
+        assert!(native);
+        // The program alone is not finite at c = ∞, u = ½ along t.
+        let program = derivative_program(&body, 3, &[3, 3], usize::MAX).unwrap();
         let direct = program
             .eval(&[f64::INFINITY, 1.0, 0.0, 0.0, 0.5, 1.0, 0.0, 0.0])
             .unwrap();
