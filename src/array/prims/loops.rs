@@ -252,6 +252,79 @@ impl Scan {
         self
     }
 
+    /// Steps of [`ArrayPrimitive::jet`] by the body's derivative program
+    /// `exe`, from the carry's and the constants' jets in derivatives in
+    /// `input` (`fact[d] = d!`, `d ≤ K`). A step whose values are not all
+    /// finite runs the body's recurrences `t` on the coefficients. The number of
+    /// steps run: all `n`, with the carry's derivatives left in `input`;
+    /// or, after a step whose carry is finite in coefficients but not in
+    /// derivatives, that step's count, with the carry's coefficients in
+    /// `input` for the recurrences to go on from.
+    #[allow(clippy::type_complexity)]
+    fn native_steps(
+        &self,
+        (exe, t): (&Executable, &mut TaylorProgram),
+        regs: &mut Registers,
+        (input, coefficients, output): (&mut [f64], &mut [f64], &mut [f64]),
+        (consts, data): (&[f64], &[f64]),
+        fact: &[f64],
+        out: &mut [f64],
+    ) -> Result<usize> {
+        let (k, x, p, y, n) = (self.carry, self.xs, self.consts, self.ys(), self.steps);
+        let (w, len) = (fact.len(), self.out_len());
+        for s in 0..n {
+            let i = self.index(s);
+            for j in 0..x {
+                for d in 0..w {
+                    input[(k + j) * w + d] = data[d * x * n + j * n + i] * fact[d];
+                }
+            }
+            // The same layouts as the recurrences': input after input,
+            // output after output, 0 … K each.
+            if input.iter().all(|v| v.is_finite())
+                && exe.eval_f64(regs, input, output).is_ok()
+                && output.iter().all(|v| v.is_finite())
+            {
+                input[..k * w].copy_from_slice(&output[..k * w]);
+                for j in 0..y {
+                    for d in 0..w {
+                        out[d * len + k + j * n + i] = output[(k + j) * w + d] / fact[d];
+                    }
+                }
+                continue;
+            }
+            // The recurrences on the coefficients: the carry's from its
+            // derivatives, the data and the constants as given.
+            for d in 0..w {
+                for j in 0..k {
+                    coefficients[j * w + d] = input[j * w + d] / fact[d];
+                }
+                for j in 0..x {
+                    coefficients[(k + j) * w + d] = data[d * x * n + j * n + i];
+                }
+                for j in 0..p {
+                    coefficients[(k + x + j) * w + d] = consts[d * p + j];
+                }
+            }
+            t.eval(coefficients, output)?;
+            for j in 0..y {
+                for d in 0..w {
+                    out[d * len + k + j * n + i] = output[(k + j) * w + d];
+                }
+            }
+            let held =
+                (0..k * w).all(|q| (output[q] * fact[q % w]).is_finite() || !output[q].is_finite());
+            if !held {
+                input[..k * w].copy_from_slice(&output[..k * w]);
+                return Ok(s + 1);
+            }
+            for q in 0..k * w {
+                input[q] = output[q] * fact[q % w];
+            }
+        }
+        Ok(n)
+    }
+
     /// The snapshots of the pullback's checkpointing, if it checkpoints
     /// (fewer snapshots than steps; with as many, every carry is kept).
     fn checkpointed(&self) -> Option<usize> {
@@ -697,10 +770,12 @@ impl ArrayPrimitive for Scan {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
         if cache.as_ref().is_none_or(|c| c.program.degree() != degree) {
+            // The steps run so far count at the new degree too.
+            let steps = cache.as_ref().map_or(0, |c| c.steps);
             *cache = Some(BodyJets {
                 program: TaylorProgram::new(self.body.program(), degree)?,
                 native: None,
-                steps: 0,
+                steps,
                 input: vec![0.0; (k + x + p) * w],
                 coefficients: vec![0.0; (k + x + p) * w],
                 output: vec![0.0; (k + y) * w],
@@ -723,86 +798,84 @@ impl ArrayPrimitive for Scan {
             coefficients,
             output,
         } = jets;
-        // Input-major jets of the body: (carry, xᵢ, p).
-        for d in 0..w {
-            for j in 0..k {
-                input[j * w + d] = init[d * k + j];
-            }
-            for j in 0..p {
-                input[(k + x + j) * w + d] = consts[d * p + j];
-            }
-        }
         let len = self.out_len();
-        let Some(exe) = native.as_ref().and_then(Option::as_ref) else {
-            for s in 0..n {
-                let i = self.index(s);
-                for j in 0..x {
-                    for d in 0..w {
-                        input[(k + j) * w + d] = data[d * x * n + j * n + i];
-                    }
+        // Input-major jets of the body: (carry, xᵢ, p), in coefficients, or
+        // scaled by `fact`.
+        let load = |input: &mut [f64], fact: Option<&[f64]>| {
+            for d in 0..w {
+                let f = fact.map_or(1.0, |f| f[d]);
+                for j in 0..k {
+                    input[j * w + d] = init[d * k + j] * f;
                 }
-                t.eval(input, output)?;
-                input[..k * w].copy_from_slice(&output[..k * w]);
-                for j in 0..y {
-                    for d in 0..w {
-                        out[d * len + k + j * n + i] = output[(k + j) * w + d];
-                    }
+                for j in 0..p {
+                    input[(k + x + j) * w + d] = consts[d * p + j] * f;
                 }
             }
-            *steps = steps.saturating_add(n);
-            for j in 0..k {
-                for d in 0..w {
-                    out[d * len + j] = input[j * w + d];
-                }
-            }
-            return Ok(());
         };
-        // The carry's jet in derivatives, x⁽ᵈ⁾ = d! c_d, through the whole
-        // loop: each step's values go in and come out without a rounding
-        // through d! and 1/d!; the data and the outputs are converted as
-        // they are read and written.
-        // (The program exists only for degrees up to its maximum.)
-        let mut fact = [1.0; MAX_JET_PROGRAM_DEGREE + 1];
-        for (d, f) in fact.iter_mut().enumerate().take(w) {
-            *f = factorial(d);
-        }
-        for (i, v) in input.iter_mut().enumerate() {
-            *v *= fact[i % w];
-        }
-        with_registers(|regs| -> Result<()> {
-            for s in 0..n {
-                let i = self.index(s);
-                for j in 0..x {
-                    for d in 0..w {
-                        input[(k + j) * w + d] = data[d * x * n + j * n + i] * fact[d];
+        // With the program, the carry's jet in derivatives, x⁽ᵈ⁾ = d! c_d,
+        // through the loop: each step's values go in and come out without
+        // a rounding through d! and 1/d!; the data and the outputs are
+        // converted as they are read and written. From a step whose carry
+        // is finite in coefficients but not in derivatives (`d! c_d`
+        // beyond the largest `f64`) on, the recurrences.
+        let mut start = 0;
+        if let Some(exe) = native.as_ref().and_then(Option::as_ref).filter(|_| n > 0) {
+            // The program exists only for degrees up to its maximum.
+            let mut fact = [1.0; MAX_JET_PROGRAM_DEGREE + 1];
+            for (d, f) in fact.iter_mut().enumerate().take(w) {
+                *f = factorial(d);
+            }
+            let fact = &fact[..w];
+            load(input, Some(fact));
+            let held = |scaled: f64, c: f64| scaled.is_finite() || !c.is_finite();
+            let entry = (0..w).all(|d| {
+                (0..k).all(|j| held(input[j * w + d], init[d * k + j]))
+                    && (0..p).all(|j| held(input[(k + x + j) * w + d], consts[d * p + j]))
+            });
+            if entry {
+                let bufs = (&mut input[..], &mut coefficients[..], &mut output[..]);
+                start = with_registers(|regs| {
+                    self.native_steps((exe, t), regs, bufs, (consts, data), fact, out)
+                })?;
+                if start == n {
+                    for j in 0..k {
+                        for d in 0..w {
+                            out[d * len + j] = input[j * w + d] / fact[d];
+                        }
+                    }
+                    return Ok(());
+                }
+                // The carry is in coefficients; the constants too.
+                for d in 0..w {
+                    for j in 0..p {
+                        input[(k + x + j) * w + d] = consts[d * p + j];
                     }
                 }
-                // The same layouts as the recurrences': input after input,
-                // output after output, 0 … K each.
-                let ran = input.iter().all(|v| v.is_finite())
-                    && exe.eval_f64(regs, input, output).is_ok()
-                    && output.iter().all(|v| v.is_finite());
-                if !ran {
-                    for (i, (c, v)) in coefficients.iter_mut().zip(input.iter()).enumerate() {
-                        *c = v / fact[i % w];
-                    }
-                    t.eval(coefficients, output)?;
-                    for (i, v) in output.iter_mut().enumerate() {
-                        *v *= fact[i % w];
-                    }
-                }
-                input[..k * w].copy_from_slice(&output[..k * w]);
-                for j in 0..y {
-                    for d in 0..w {
-                        out[d * len + k + j * n + i] = output[(k + j) * w + d] / fact[d];
-                    }
+            } else {
+                load(input, None);
+            }
+        } else {
+            load(input, None);
+        }
+        for s in start..n {
+            let i = self.index(s);
+            for j in 0..x {
+                for d in 0..w {
+                    input[(k + j) * w + d] = data[d * x * n + j * n + i];
                 }
             }
-            Ok(())
-        })?;
+            t.eval(input, output)?;
+            input[..k * w].copy_from_slice(&output[..k * w]);
+            for j in 0..y {
+                for d in 0..w {
+                    out[d * len + k + j * n + i] = output[(k + j) * w + d];
+                }
+            }
+        }
+        *steps = steps.saturating_add(n - start);
         for j in 0..k {
             for d in 0..w {
-                out[d * len + j] = input[j * w + d] / fact[d];
+                out[d * len + j] = input[j * w + d];
             }
         }
         Ok(())
@@ -1981,13 +2054,50 @@ mod tests {
     }
 
     /// A loop of [`NATIVE_JET_STEPS`] steps decides on its first jets:
-    /// the derivative program where the build compiles it natively.
+    /// the derivative program where the build compiles it natively. One
+    /// step fewer decides on the second, the steps of both counted, also
+    /// across a change of degree.
     #[test]
     fn a_long_loop_compiles_its_jets_where_the_build_can() {
         let n = NATIVE_JET_STEPS;
         let scan = Scan::new(example_fold_body(), n, 1, 0, 0, false).unwrap();
         let (_, native) = jets(&scan, &[jet(1, 4, 0.5, 1.0)], &[Shape::Vector(1)], 4);
         assert_eq!(native, crate::backend::NATIVE);
+        let scan = Scan::new(example_fold_body(), n - 1, 1, 0, 0, false).unwrap();
+        let (_, native) = jets(&scan, &[jet(1, 4, 0.5, 1.0)], &[Shape::Vector(1)], 4);
+        assert!(!native);
+        let (_, native) = jets(&scan, &[jet(1, 3, 0.5, 1.0)], &[Shape::Vector(1)], 3);
+        assert_eq!(native, crate::backend::NATIVE);
+    }
+
+    /// `c ← 2c` from coefficients `10³⁰⁰` for 26 steps at degree 4: the
+    /// coefficients end at `2²⁶·10³⁰⁰ ≈ 6.7·10³⁰⁷`, finite, while the
+    /// derivatives `d!·c_d` of degrees 3 and 4 overflow some steps
+    /// earlier. The program runs until then, the recurrences after: the
+    /// result is the coefficients', not `∞`. From coefficients whose
+    /// derivatives already overflow, the recurrences run from the start.
+    #[test]
+    fn carries_beyond_the_derivatives_range_go_on_by_the_recurrences() {
+        let mut b = Builder::new();
+        let c = b.input();
+        let two = b.scale(2.0, c);
+        let body = b.finish(&[two]).unwrap();
+        let shapes = [Shape::Vector(1)];
+        for (n, c0) in [(26, 1e300), (3, 1e307)] {
+            let scan = Scan::new(body.clone(), n, 1, 0, 0, false).unwrap();
+            let init = vec![c0; 5];
+            jets(&scan, std::slice::from_ref(&init), &shapes, 4);
+            assert!(set_program(&scan, 4));
+            let (out, _) = jets(&scan, &[init], &shapes, 4);
+            let want = c0 * 2f64.powi(n as i32);
+            assert!(want.is_finite());
+            for (d, v) in out.iter().enumerate() {
+                assert!(
+                    (v - want).abs() <= 1e-15 * want,
+                    "n = {n}, coefficient {d}: {v:e} vs {want:e}"
+                );
+            }
+        }
     }
 
     /// Predator–prey by explicit Euler, `x ← x + h(αx − βxy)`, `y ← y +
@@ -2042,14 +2152,43 @@ mod tests {
         assert!(e <= 1e-13, "{e:e}: {program:?} vs {recurrences:?}");
     }
 
+    /// A step whose derivatives from the program are not finite (finite
+    /// inputs) takes the recurrences': a stand-in program that returns NaN
+    /// for `c ← 2c + 1` leaves the loop's jets those of the recurrences,
+    /// bit for bit.
+    #[test]
+    fn scan_jets_fall_back_to_the_recurrences_where_the_program_is_not_finite() {
+        let mut b = Builder::new();
+        let c = b.input();
+        let two = b.scale(2.0, c);
+        let one = b.constant(1.0);
+        let next = b.add(two, one);
+        let scan = Scan::new(b.finish(&[next]).unwrap(), 5, 1, 0, 0, false).unwrap();
+        let mut b = Builder::new();
+        let (_, _) = (b.input(), b.input());
+        let nan = b.constant(f64::NAN);
+        let stand_in = b.finish(&[nan, nan]).unwrap();
+        let init = vec![0.25, 1.0];
+        let shapes = [Shape::Vector(1)];
+        let (recurrences, _) = jets(&scan, std::slice::from_ref(&init), &shapes, 1);
+        if let Some(j) = scan.derived.jets.lock().unwrap().as_mut() {
+            j.native = Some(Some(Executable::new(stand_in)));
+        }
+        let (out, native) = jets(&scan, &[init], &shapes, 1);
+        assert!(native);
+        assert_eq!(out, recurrences);
+        assert_eq!(out, [0.25 * 32.0 + 31.0, 32.0]);
+    }
+
     /// `(c, u) ← (e^{−c²}, e^{−u²} + c′)` for one step from `c = ∞ + t`,
-    /// `u = ½ + t`: the derivative program's `(−∞)·0` would make the
-    /// step's derivatives NaN, so the step takes the recurrences', which
-    /// are finite (`e^{−c²}` vanishes near `c = ∞`): `c = 0` and `u` the
-    /// coefficients of `e^{−(½ + t)²}`, `e^{−u²}·(1, −2u, 4u² − 2,
-    /// −8u³ + 12u)/k!` at `u = ½`.
+    /// `u = ½ + t`: the step's inputs are not finite (and the derivative
+    /// program's `(−∞)·0` would give NaN), so the step takes the
+    /// recurrences', which are finite (`e^{−c²}` vanishes near `c = ∞`):
+    /// `c = 0` and `u` the coefficients of `e^{−(½ + t)²}`, `e^{−u²}·(1,
+    /// −2u, 4u² − 2, −8u³ + 12u)/k!` at `u = ½`.
     #[test]
     fn scan_jets_fall_back_to_the_recurrences_where_not_finite() {
+        let c0 = f64::INFINITY;
         let mut b = Builder::new();
         let (c, u) = (b.input(), b.input());
         let gauss = |b: &mut Builder, t: Var| {
@@ -2063,16 +2202,16 @@ mod tests {
         let body = b.finish(&[cn, un]).unwrap();
         let scan = Scan::new(body.clone(), 1, 2, 0, 0, false).unwrap();
         // Coefficient-major: (c₀, u₀), (c₁, u₁), …
-        let init = vec![f64::INFINITY, 0.5, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0];
+        let init = vec![c0, 0.5, 1.0, 1.0, 0.0, 0.0, 0.0, 0.0];
         let shapes = [Shape::Vector(2)];
         jets(&scan, std::slice::from_ref(&init), &shapes, 3);
         assert!(set_program(&scan, 3));
         let (out, native) = jets(&scan, &[init], &shapes, 3);
         assert!(native);
-        // The program alone is not finite at c = ∞, u = ½ along t.
+        // The program alone is not finite at c = c₀, u = ½ along t.
         let program = derivative_program(&body, 3, &[3, 3], usize::MAX).unwrap();
         let direct = program
-            .eval(&[f64::INFINITY, 1.0, 0.0, 0.0, 0.5, 1.0, 0.0, 0.0])
+            .eval(&[c0, 1.0, 0.0, 0.0, 0.5, 1.0, 0.0, 0.0])
             .unwrap();
         assert!(direct.iter().any(|v| !v.is_finite()), "{direct:?}");
         let (u, e) = (0.5f64, (-0.25f64).exp());
