@@ -10,10 +10,18 @@
 //!   perturbation confusion (`ForeignTracer { trace: 0 }`);
 //! * at a singular point a jet gave NaN where the limit is `±∞` (`eˣ` at
 //!   710, `1/x` at 0), and `clamp` with `lo > hi` gave a NaN value with
-//!   zero derivatives.
+//!   zero derivatives;
+//! * a value `−0.0` came out `+0.0` where Taylor mode multiplied it (the
+//!   constant term of a product of jets was summed from `+0`) and where
+//!   the array tier summed it (sums started from `+0`, and the hosted
+//!   trace reads a loop's result through a sum): a `fold` whose carry
+//!   starts at `−0.0`, followed by `atan2(z, −1)`, took the other branch
+//!   (`+π` for `−π`).
 
 use optic_ad::array::{self, Array, Dense, TArray};
-use optic_ad::{derivative, gradient, Error, Real, Tracer};
+use optic_ad::{
+    derivative, fold, gradient, Directional, Error, Gradient, Hvp, Real, Result, Tracer,
+};
 use typenum::{U1, U4};
 
 /// `ψ⁽ⁿ⁾(2)` for `n = 2³¹ − 1` and its derivative `ψ⁽ⁿ⁺¹⁾(2)`: `n!`
@@ -158,4 +166,73 @@ fn builder_capacity_is_a_hint() {
         let p = b.finish(&[y]).unwrap();
         assert_eq!(p.eval(&[0.5]).unwrap()[0], 0.5f64.sin());
     }
+}
+
+/// `p₀³ + atan2(z, −1)`, `z` the carry of a fold that starts at `−0.0` and
+/// is multiplied by `p₀` each step: `z = −0.0`, so the value is
+/// `p₀³ − π` (`atan2(−0, −1) = −π`, IEEE 754 and C99 Annex F.9.1.4).
+fn signed_zero_fold<T: Real>(p: &[T]) -> Result<T> {
+    let [z] = fold(3, [T::cst(-0.0)], |[c]: [T; 1]| [c * p[0]])?;
+    Ok(p[0] * p[0] * p[0] + z.atan2(T::cst(-1.0)))
+}
+
+/// `atan2(p₀ p₁, −1) + p₀²`: at `p₁ = −0.0` the product is `−0.0`.
+fn signed_zero_product<T: Real>(p: &[T]) -> Result<T> {
+    Ok((p[0] * p[1]).atan2(T::cst(-1.0)) + p[0] * p[0])
+}
+
+/// A value's sign of zero survives the drivers: through a loop's carry
+/// (the array trace), through Taylor mode's products, through array sums.
+/// Each driver's value is compared with plain `f64` bit for bit, and the
+/// derivatives with the closed forms (`d/dp₀` of `p₀³ − π` is `3p₀²`, the
+/// second `6p₀`; `z` does not depend on `p₀`'s value, being `−0` for every
+/// `p₀`, and `atan2`'s partial in its first argument at `(−0, −1)` is `−1`
+/// times `∂z/∂p₀ = 0`).
+#[test]
+fn negative_zero_values_keep_their_sign() {
+    let p = [1.5_f64];
+    let want = signed_zero_fold(&p).unwrap();
+    assert_eq!(want, 1.5_f64.powi(3) - std::f64::consts::PI);
+    let mut g = [0.0];
+    let v = Gradient::new(|x: &[_]| signed_zero_fold(x), &p)
+        .unwrap()
+        .eval(&p, &mut g)
+        .unwrap();
+    assert_eq!((v.to_bits(), g), (want.to_bits(), [6.75]));
+    let mut hv = [0.0];
+    Hvp::new(|x: &[_]| signed_zero_fold(x), &p)
+        .unwrap()
+        .eval(&p, &[1.0], &mut hv)
+        .unwrap();
+    assert_eq!(hv, [9.0]);
+    let mut d = [0.0; 4];
+    Directional::new(|x: &[_]| signed_zero_fold(x), &p, 3)
+        .unwrap()
+        .eval(&p, &[1.0], &mut d)
+        .unwrap();
+    assert_eq!(d[0].to_bits(), want.to_bits(), "{d:?}");
+    assert_eq!(d[1..], [6.75, 9.0, 6.0]);
+
+    // Scalar Taylor mode: the constant term of a product of jets.
+    let q = [1.5_f64, -0.0];
+    let want = signed_zero_product(&q).unwrap();
+    assert_eq!(want, -std::f64::consts::PI + 2.25);
+    let mut d = [0.0; 3];
+    Directional::new(|x: &[_]| signed_zero_product(x), &q, 2)
+        .unwrap()
+        .eval(&q, &[1.0, 0.0], &mut d)
+        .unwrap();
+    assert_eq!(d[0].to_bits(), want.to_bits(), "{d:?}");
+
+    // Array sums: a sum of one term is that term; an empty sum is +0
+    // (`−0 · e⁰ − (+0) = −0`; an empty dot product of `−0` would give `+0`).
+    let sums = |x: &[TArray]| Ok(x[0].sum() * x[1].sum().exp() - x[1].dot(&x[1])?);
+    let prog = array::trace(sums, &[&[-0.0], &[]]).unwrap();
+    let out = prog.eval(&[&[-0.0], &[]]).unwrap();
+    assert_eq!(out[0][0].to_bits(), (-0.0_f64).to_bits(), "{out:?}");
+    let prog = array::trace(|x: &[TArray]| Ok(x[0].sum()), &[&[]]).unwrap();
+    assert_eq!(
+        prog.eval(&[&[]]).unwrap()[0][0].to_bits(),
+        0.0_f64.to_bits()
+    );
 }

@@ -176,7 +176,8 @@ pub trait Array: Clone + std::fmt::Debug + Sized {
     /// element (the way to use a [`Array::Scalar`] inside a body).
     fn map_with(&self, s: Self::Scalar, f: impl Fn(Self::Elem, Self::Elem) -> Self::Elem) -> Self;
 
-    /// The sum of the elements (0 for an empty array).
+    /// The sum of the elements: `+0` for an empty array, the element itself
+    /// (`−0` included) for one element.
     fn sum(&self) -> Self::Scalar;
 
     /// `Σᵢ self[i] b[i]`.

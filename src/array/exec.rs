@@ -2,7 +2,7 @@
 //! buffers, map bodies run block-wise.
 
 use super::ir::{AVar, ArrayOp, ArrayPrim, ArrayProgram, Shape, MAX_ARRAY_ARITY};
-use super::kernels::SEGMENT;
+use super::kernels::{SEGMENT, SUM_START};
 use super::prims::Sum;
 use crate::error::{Error, Result};
 use std::sync::Arc;
@@ -945,7 +945,7 @@ impl ArrayWorkspace {
         // Partial sums of the outputs that only a sum reads, per segment.
         let mut partial = std::mem::take(&mut self.accs);
         partial.clear();
-        partial.resize(segments * n_out, ([0.0; 4], [0.0; 3]));
+        partial.resize(segments * n_out, ([SUM_START; 4], [0.0; 3]));
         let threads = self.threads_for(i, n, n_out, acc_bufs.len());
         if self.lanes.len() < threads {
             self.lanes.resize_with(threads, Lanes::default);
@@ -1005,7 +1005,8 @@ impl ArrayWorkspace {
                     }
                     s = if seg == 0 { t } else { s + t };
                 }
-                self.bufs[self.plan.slot[c]][0] = s;
+                // (An empty sum is +0, as `sum4` gives.)
+                self.bufs[self.plan.slot[c]][0] = if n == 0 { 0.0 } else { s };
             }
         }
         self.lanes = lanes;

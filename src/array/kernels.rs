@@ -29,10 +29,16 @@ pub(crate) fn axis_len(axis: usize, rows: usize, cols: usize, what: &'static str
 /// order, so that a sum has the same bits on one thread or many.
 pub(crate) const SEGMENT: usize = 1 << 14;
 
+/// The additive identity of IEEE 754: `−0 + x = x` for every `x`, `+0`
+/// included, where `+0 + (−0) = +0`. Sums start from it, so that a sum of
+/// one term is that term, sign of zero and all (the sign decides, for
+/// example, the branch of `atan2`).
+pub(crate) const SUM_START: f64 = -0.0;
+
 /// `Σ xᵢ` in the order the array evaluator uses, so that native and traced
 /// results agree bit for bit on `f64`: each segment of [`SEGMENT`]
 /// elements with four partial sums ([`sum4_segment`]), the segments' sums
-/// added in order.
+/// added in order. An empty sum is `+0`; a sum of one term is that term.
 pub(crate) fn sum4<T: Real>(x: &[T]) -> T {
     let mut segments = x.chunks(SEGMENT);
     let mut s = segments.next().map_or(T::cst(0.0), sum4_segment);
@@ -45,7 +51,7 @@ pub(crate) fn sum4<T: Real>(x: &[T]) -> T {
 /// `Σ xᵢ` with four partial sums (element `i` to sum `i mod 4`), added as
 /// `(s₀ + s₁) + (s₂ + s₃)`, then the last `len mod 4` elements one by one.
 fn sum4_segment<T: Real>(x: &[T]) -> T {
-    let mut acc = [T::cst(0.0); 4];
+    let mut acc = [T::cst(SUM_START); 4];
     let chunks = x.chunks_exact(4);
     let rem = chunks.remainder();
     for c in chunks {
@@ -62,9 +68,12 @@ fn sum4_segment<T: Real>(x: &[T]) -> T {
 
 /// `Σᵢ aᵢ bᵢ` with four partial sums, as [`sum4`] of the products within
 /// one segment, but never split into segments (the
-/// evaluator's dot product on `f64`).
+/// evaluator's dot product on `f64`). Empty, it is `+0`.
 pub(crate) fn dot4<T: Real>(a: &[T], b: &[T]) -> T {
-    let mut acc = [T::cst(0.0); 4];
+    if a.is_empty() || b.is_empty() {
+        return T::cst(0.0);
+    }
+    let mut acc = [T::cst(SUM_START); 4];
     let ca = a.chunks_exact(4);
     let cb = b.chunks_exact(4);
     let (ra, rb) = (ca.remainder(), cb.remainder());
@@ -237,7 +246,7 @@ pub(crate) fn sum_axis_into<T: Real>(
     out: &mut [T],
 ) {
     if axis == 0 {
-        out.fill(T::cst(0.0));
+        out.fill(T::cst(if rows == 0 { 0.0 } else { SUM_START }));
         for row in a.chunks_exact(cols.max(1)).take(rows) {
             for (o, &x) in out.iter_mut().zip(row) {
                 *o += x;

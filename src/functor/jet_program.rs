@@ -16,11 +16,15 @@
 //!
 //! The interpreted Taylor program ([`super::TaylorProgram`]) computes the
 //! same coefficients by the recurrences of Griewank and Walther §13.2; the
-//! two differ in rounding at regular points. At the points where a
-//! derivative does not exist in the ordinary sense (`√x` at `x = 0` along
-//! `t²`, where the recurrences give the coefficients of `|t|`), the
-//! program's values are not finite; its caller then takes the recurrences'
-//! values (array Taylor mode does, element by element).
+//! two differ in rounding at finite points. Where an intermediate value is
+//! infinite they can differ in kind: `e^{−x²}` at `x = ∞` has the
+//! coefficients `0, 0, 0, …` by the recurrences, which leave out a term
+//! with an exact zero factor, and NaN from the program, whose products
+//! meet `0 · ∞`. So where the program's values are not finite its callers
+//! take the recurrences' values instead (array Taylor mode element by
+//! element, a loop step by step). Where no Taylor expansion exists (`√x`
+//! at `x = 0` along `t²`, whose value is `|t|`) neither gives finite
+//! coefficients past the first.
 
 use crate::functor::forward::pushforward_in_place;
 use crate::program::ir::Instr;

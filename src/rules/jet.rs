@@ -303,7 +303,8 @@ fn integrate_linear(x1: f64, g: &[f64], y: &mut [f64]) {
     }
 }
 
-/// The product `y = a · b` (all coefficients, `y₀` included).
+/// The product `y = a · b` (all coefficients, `y₀` included: the `f64`
+/// product `a₀ b₀`, sign of zero, NaN and all, as the primal value is).
 pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
     let n = y.len();
     let linear = if n <= 2 {
@@ -318,7 +319,7 @@ pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
     if let Some((l, g)) = linear {
         // Two terms per coefficient: aₖ b₀ + a_{k−1} b₁ or a₀ bₖ + a₁ b_{k−1}
         // (two nonzero terms sum to the same bits in either order).
-        y[0] = term(l[0], g[0]) + 0.0;
+        y[0] = l[0] * g[0];
         for k in 1..n {
             y[k] = (term(l[0], g[k]) + term(l[1], g[k - 1])) + 0.0;
         }
@@ -330,7 +331,10 @@ pub(crate) fn mul(a: &[f64], b: &[f64], y: &mut [f64]) {
 fn mul_s<const S: bool>(a: &[f64], b: &[f64], y: &mut [f64]) {
     by_width!(y.len(), |n| {
         let (a, b, y) = (&a[..n], &b[..n], &mut y[..n]);
-        for k in 0..n {
+        if n > 0 {
+            y[0] = a[0] * b[0];
+        }
+        for k in 1..n {
             y[k] = conv_s::<S>(a, b, k);
         }
     })
@@ -642,6 +646,8 @@ mod tests {
                 mul(a, b, &mut fast);
                 reference!(slow, mul_s(a, b, &mut slow));
                 prop_assert!(same(&fast, &slow), "mul {fast:?} vs {slow:?}");
+                // The constant term is the f64 product, sign of zero and all.
+                prop_assert!(same(&fast[..1], &[a[0] * b[0]]), "mul {fast:?}: a₀ b₀");
             }
             // sin/cos and sinh/cosh: s₀, c₀ given.
             for sign in [-1.0, 1.0] {

@@ -3,7 +3,7 @@
 
 use super::{matrix_dims, only, operands, scalar_sum, vector_len};
 use crate::array::ir::{AVar, ArrayBuilder, ArrayPrim, ArrayPrimitive, Shape, TaylorRule};
-use crate::array::kernels::{sum4, sum_axis_into};
+use crate::array::kernels::{sum4, sum_axis_into, SUM_START};
 use crate::array::{Param, ParamReader};
 use crate::error::{Error, Result};
 use crate::program::{Builder, Var};
@@ -79,7 +79,9 @@ impl ArrayPrimitive for Sum {
         // The sum of a repeated scalar is `n` times it: nothing of the
         // operand's length is stored or read, however long it is.
         if let Some(c) = b.fill_of(a) {
-            return Some(b.fill(c * n as f64, Shape::Scalar));
+            // (An empty sum is +0, as `sum4` gives, whatever `c` is.)
+            let s = if n == 0 { 0.0 } else { c * n as f64 };
+            return Some(b.fill(s, Shape::Scalar));
         }
         let (_, &[s]) = b.op(a)?.prim::<super::Broadcast>()? else {
             return None;
@@ -234,7 +236,7 @@ impl ArrayPrimitive for Cumsum {
 
     fn eval(&self, args: &[&[f64]], _: &[Shape], out: &mut [f64], _: Shape, _: &mut Vec<f64>) {
         let [a] = args else { return };
-        let mut acc = 0.0;
+        let mut acc = SUM_START;
         if self.reverse {
             for (o, &x) in out.iter_mut().zip(a.iter()).rev() {
                 acc += x;
