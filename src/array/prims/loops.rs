@@ -143,10 +143,19 @@ struct Derived {
     states: OnceLock<ArrayPrim>,
     pullback: OnceLock<ArrayPrim>,
     pushforward: OnceLock<ArrayPrim>,
-    /// The body's Taylor program and its jet buffers, for the last degree
+    /// The body's Taylor programs and their jet buffers, one per degree
     /// asked (so that Taylor mode through the loop allocates nothing in
-    /// steady state).
-    jets: Mutex<Option<BodyJets>>,
+    /// steady state, and jets of two degrees taken in turn build and
+    /// compile nothing again).
+    jets: Mutex<LoopJets>,
+}
+
+#[derive(Default)]
+struct LoopJets {
+    /// Steps the recurrences have run, at any degree (saturating).
+    steps: usize,
+    /// One per degree asked, in the order first asked.
+    by_degree: Vec<BodyJets>,
 }
 
 struct BodyJets {
@@ -158,8 +167,6 @@ struct BodyJets {
     /// place of the recurrences; a step whose inputs or derivatives from
     /// it are not all finite takes the recurrences' instead.
     native: Option<Option<Executable>>,
-    /// Steps the recurrences have run (saturating).
-    steps: usize,
     /// The body's input jets (in derivatives while the native program
     /// runs), their coefficients for the recurrences, and its output jets.
     input: Vec<f64>,
@@ -769,31 +776,31 @@ impl ArrayPrimitive for Scan {
             .jets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if cache.as_ref().is_none_or(|c| c.program.degree() != degree) {
-            // The steps run so far count at the new degree too.
-            let steps = cache.as_ref().map_or(0, |c| c.steps);
-            *cache = Some(BodyJets {
-                program: TaylorProgram::new(self.body.program(), degree)?,
-                native: None,
-                steps,
-                input: vec![0.0; (k + x + p) * w],
-                coefficients: vec![0.0; (k + x + p) * w],
-                output: vec![0.0; (k + y) * w],
-            });
-        }
-        let Some(jets) = cache.as_mut() else {
-            return Err(Error::WorkspaceMismatch);
+        // The steps run so far, at any degree, count at every degree.
+        let LoopJets { steps, by_degree } = &mut *cache;
+        let at = match by_degree.iter().position(|j| j.program.degree() == degree) {
+            Some(at) => at,
+            None => {
+                by_degree.push(BodyJets {
+                    program: TaylorProgram::new(self.body.program(), degree)?,
+                    native: None,
+                    input: vec![0.0; (k + x + p) * w],
+                    coefficients: vec![0.0; (k + x + p) * w],
+                    output: vec![0.0; (k + y) * w],
+                });
+                by_degree.len() - 1
+            }
         };
+        let jets = &mut by_degree[at];
         if jets.native.is_none()
             && crate::backend::NATIVE
-            && jets.steps.saturating_add(n) >= NATIVE_JET_STEPS
+            && steps.saturating_add(n) >= NATIVE_JET_STEPS
         {
             jets.native = Some(native_derivative_program(self.body.program(), degree));
         }
         let BodyJets {
             program: t,
             native,
-            steps,
             input,
             coefficients,
             output,
@@ -985,8 +992,8 @@ struct RevolveDerived {
     /// The stored form, `(scan operands, ct) ↦ reversed scan` (for Taylor
     /// mode and unrolling).
     expansion: OnceLock<std::result::Result<ArrayProgram, Error>>,
-    /// Its Taylor program, for the last degree asked.
-    jets: Mutex<Option<TaylorProgram<ArrayProgram>>>,
+    /// Its Taylor programs, one per degree asked.
+    jets: Mutex<Vec<TaylorProgram<ArrayProgram>>>,
     /// The checkpointed pullback of the scan's pushforward scan, with the
     /// same snapshots (see [`Revolve::second_order`]).
     tangent: OnceLock<Option<ArrayPrim>>,
@@ -1626,12 +1633,14 @@ impl ArrayPrimitive for Revolve {
             .jets
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if cache.as_ref().is_none_or(|t| t.degree() != degree) {
-            *cache = Some(TaylorProgram::new(self.expansion()?, degree)?);
-        }
-        let Some(t) = cache.as_mut() else {
-            return Err(Error::WorkspaceMismatch);
+        let at = match cache.iter().position(|t| t.degree() == degree) {
+            Some(at) => at,
+            None => {
+                cache.push(TaylorProgram::new(self.expansion()?, degree)?);
+                cache.len() - 1
+            }
         };
+        let t = &mut cache[at];
         t.eval(args)?;
         out.copy_from_slice(t.output(0));
         Ok(())
@@ -1980,14 +1989,20 @@ mod tests {
         let shape = scan.shape(shapes).unwrap();
         let mut out = vec![0.0; (degree + 1) * shape.len()];
         scan.jet(&args, shapes, degree, &mut out, shape).unwrap();
-        let native = scan
-            .derived
-            .jets
-            .lock()
-            .unwrap()
-            .as_ref()
-            .is_some_and(|j| j.native.as_ref().is_some_and(Option::is_some));
+        let native = with_jets(scan, degree, |j| {
+            j.native.as_ref().is_some_and(Option::is_some)
+        });
         (out, native)
+    }
+
+    /// `f` of the scan's jets at `degree`, or `false` before any.
+    fn with_jets(scan: &Scan, degree: usize, f: impl FnOnce(&mut BodyJets) -> bool) -> bool {
+        let mut cache = scan.derived.jets.lock().unwrap();
+        let jets = cache
+            .by_degree
+            .iter_mut()
+            .find(|j| j.program.degree() == degree);
+        jets.is_some_and(f)
     }
 
     /// Sets the body's derivative program that the next jets at the same
@@ -1998,16 +2013,18 @@ mod tests {
         let body = scan.body();
         let program = derivative_program(body, degree, &vec![degree; body.n_inputs()], usize::MAX);
         let found = program.is_some();
-        if let Some(j) = scan.derived.jets.lock().unwrap().as_mut() {
+        with_jets(scan, degree, |j| {
             j.native = Some(program.map(Executable::new));
-        }
+            true
+        });
         found
     }
 
-    fn set_recurrences(scan: &Scan) {
-        if let Some(j) = scan.derived.jets.lock().unwrap().as_mut() {
+    fn set_recurrences(scan: &Scan, degree: usize) {
+        with_jets(scan, degree, |j| {
             j.native = Some(None);
-        }
+            true
+        });
     }
 
     /// The largest difference of `a` from `b`, relative to `max(|b|, 1)`.
@@ -2068,6 +2085,24 @@ mod tests {
         assert!(!native);
         let (_, native) = jets(&scan, &[jet(1, 3, 0.5, 1.0)], &[Shape::Vector(1)], 3);
         assert_eq!(native, crate::backend::NATIVE);
+    }
+
+    /// Jets of two degrees taken in turn keep a program each: going back
+    /// to a degree finds its Taylor program, and its compiled derivative
+    /// program where the build has one, and gives the same jets.
+    #[test]
+    fn jets_of_two_degrees_in_turn_keep_their_programs() {
+        let scan = Scan::new(example_fold_body(), NATIVE_JET_STEPS, 1, 0, 0, false).unwrap();
+        let shapes = [Shape::Vector(1)];
+        let (four, _) = jets(&scan, &[jet(1, 4, 0.5, 1.0)], &shapes, 4);
+        let (three, _) = jets(&scan, &[jet(1, 3, 0.5, 1.0)], &shapes, 3);
+        let decided = |j: &mut BodyJets| j.native.is_some() == crate::backend::NATIVE;
+        assert!(with_jets(&scan, 4, decided), "degree 4 kept");
+        assert!(with_jets(&scan, 3, decided), "degree 3 kept");
+        assert_eq!(scan.derived.jets.lock().unwrap().by_degree.len(), 2);
+        assert_eq!(jets(&scan, &[jet(1, 4, 0.5, 1.0)], &shapes, 4).0, four);
+        assert_eq!(jets(&scan, &[jet(1, 3, 0.5, 1.0)], &shapes, 3).0, three);
+        assert_eq!(scan.derived.jets.lock().unwrap().by_degree.len(), 2);
     }
 
     /// `c ← 2c` from coefficients `10³⁰⁰` for 26 steps at degree 4: the
@@ -2143,7 +2178,7 @@ mod tests {
             if program {
                 assert!(set_program(&scan, degree));
             } else {
-                set_recurrences(&scan);
+                set_recurrences(&scan, degree);
             }
             jets(&scan, &args, &shapes, degree).0
         };
@@ -2171,9 +2206,10 @@ mod tests {
         let init = vec![0.25, 1.0];
         let shapes = [Shape::Vector(1)];
         let (recurrences, _) = jets(&scan, std::slice::from_ref(&init), &shapes, 1);
-        if let Some(j) = scan.derived.jets.lock().unwrap().as_mut() {
+        with_jets(&scan, 1, |j| {
             j.native = Some(Some(Executable::new(stand_in)));
-        }
+            true
+        });
         let (out, native) = jets(&scan, &[init], &shapes, 1);
         assert!(native);
         assert_eq!(out, recurrences);
