@@ -332,7 +332,7 @@ fn hoist_residuals(p: &ArrayProgram) -> Result<ArrayProgram> {
                 let pick = |want: bool| -> Vec<AVar> {
                     args.iter()
                         .zip(&early)
-                        .filter(|(_, &e)| e == want)
+                        .filter(|&(_, &e)| e == want)
                         .map(|(&a, _)| a)
                         .collect()
                 };

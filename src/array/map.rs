@@ -299,7 +299,7 @@ fn drop_unused_inputs(body: Arc<Program>, args: Vec<AVar>) -> (Arc<Program>, Vec
     let new_args = args
         .into_iter()
         .zip(&used)
-        .filter(|(_, &u)| u)
+        .filter(|&(_, &u)| u)
         .map(|(a, _)| a)
         .collect();
     match body.specialize(&fixed, &keep) {
