@@ -604,6 +604,12 @@ fn fuzz_drivers() {
             let _ = gr.eval(&v, &mut vec![0.0; v.len()]);
             let _ = gr.eval_at(&v);
         }
+        if let Ok(mut d) = optic_ad::Directional::new(gl, &x, 2) {
+            let _ = d.eval(&v, &w, &mut [0.0; 3]);
+            let _ = d.eval_at(&v, &w);
+            let duals: Vec<num_dual::Dual64> = v.iter().map(|&t| t.into()).collect();
+            let _ = d.eval_at(&duals, &duals);
+        }
         if let Ok(mut h) = Hvp::new(gl, &x) {
             let mut out = vec![0.0; x.len()];
             let _ = h.linearize(&v);
@@ -1034,6 +1040,8 @@ fn fuzz_array_api() {
         if let Ok(mut d) = optic_ad::Directional::array(f, &x, 3) {
             let _ = d.eval(&x, &v, &mut [0.0; 4]);
             let _ = d.eval(&v, &x, &mut [0.0; 3]);
+            let duals: Vec<num_dual::Dual64> = x.iter().map(|&t| t.into()).collect();
+            let _ = d.eval_at(&duals, &duals);
         }
         if let Ok(mut h) = optic_ad::Hvp::array(f, &x) {
             let mut out = vec![0.0; v.len()];

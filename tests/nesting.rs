@@ -25,8 +25,8 @@ use crate::common;
 use common::{check, err, point, RandomProgram};
 use num_dual::Dual64;
 use optic_ad::{
-    d3, derivative, gradient, hessian, hvp, jacobian, taylor, Derivatives, Error, Gradient, Hvp,
-    Program, Real, Tracer,
+    d3, derivative, gradient, hessian, hvp, jacobian, taylor, Derivatives, Directional, Error,
+    Gradient, Hvp, Program, Real, Tracer,
 };
 use proptest::prelude::*;
 use proptest::test_runner::TestCaseError;
@@ -348,4 +348,135 @@ fn derivatives_eval_at_retraces_across_a_branch() {
     assert_eq!(neg, vec![0.0]);
     let back = gradient(|y| Ok(d.eval_at(y[0])?[1]), &[2.0]).unwrap();
     assert_eq!(back, vec![12.0]); // f′ = 3s², d/ds = 6s
+}
+
+/// `Directional::eval_at` at non-`f64` points (∂⃗ᴷ of the traced program
+/// along `v`), each result against another construction:
+/// * at `Dual64` points moving along `v`, the ε part of entry `k` is
+///   `Dᵏ⁺¹f(x)[v, …]`: entry `k + 1` of a `Directional` of one order more
+///   at `f64` (Taylor mode);
+/// * on tracers inside `gradient`, the gradient in `x` of `vᵀ H v` and the
+///   gradient in `v` of `D³f[v, v, v]` are `D³f[v, v, ·]` and
+///   `3 D³f[v, v, ·]`: against `d3` (polarisation of four jets);
+/// * at `f64` points it is `eval`, bit for bit;
+/// * code with a loop (traced on the array trace for `f64` points) is
+///   served unrolled, and a guard that fails re-traces the other branch.
+#[test]
+fn directional_at_tracer_and_dual_points() {
+    fn f<T: Real>(x: &[T]) -> T {
+        (x[0] * x[1]).sin() + x[0].exp() * x[1].powi(3) / (x[0] * x[0] + 1.0)
+    }
+    let x = [0.4, -0.7];
+    let v = [0.3, 1.1];
+    let along = |x: &[f64], v: &[f64]| -> Vec<Dual64> {
+        x.iter().zip(v).map(|(&a, &b)| Dual64::new(a, b)).collect()
+    };
+    let consts = |v: &[f64]| -> Vec<Dual64> { v.iter().map(|&b| Dual64::from(b)).collect() };
+    for order in 0..=3 {
+        let mut d = Directional::new(f, &[1.0, 1.0], order).unwrap();
+        let mut next = Directional::new(f, &[1.0, 1.0], order + 1).unwrap();
+        let mut want = vec![0.0; order + 2];
+        next.eval(&x, &v, &mut want).unwrap();
+        let got = d.eval_at(&along(&x, &v), &consts(&v)).unwrap();
+        assert_eq!(got.len(), order + 1);
+        for k in 0..=order {
+            assert!(
+                err(got[k].re, want[k]) <= 1e-13,
+                "order {order}, k = {k}: {got:?} vs {want:?}"
+            );
+            let e = err(got[k].eps, want[k + 1]);
+            assert!(
+                e <= 1e-12,
+                "order {order}, k = {k}: {} vs {}",
+                got[k].eps,
+                want[k + 1]
+            );
+        }
+        // At f64 points, eval.
+        let mut out = vec![0.0; order + 1];
+        d.eval(&x, &v, &mut out).unwrap();
+        assert_eq!(d.eval_at(&x, &v).unwrap(), out);
+    }
+
+    let mut d2 = Directional::new(f, &[1.0, 1.0], 2).unwrap();
+    let gx = gradient(
+        |y| {
+            let vt = [Tracer::cst(v[0]), Tracer::cst(v[1])];
+            Ok(d2.eval_at(y, &vt)?[2])
+        },
+        &x,
+    )
+    .unwrap();
+    let mut dd3 = Directional::new(f, &[1.0, 1.0], 3).unwrap();
+    let gv = gradient(
+        |w| {
+            let xt = [Tracer::cst(x[0]), Tracer::cst(x[1])];
+            Ok(dd3.eval_at(&xt, w)?[3])
+        },
+        &v,
+    )
+    .unwrap();
+    for j in 0..2 {
+        let want = d3(f, &x, &v, &v, &unit(2, j)).unwrap();
+        assert!(err(gx[j], want) <= 1e-12, "x, j = {j}: {} vs {want}", gx[j]);
+        assert!(
+            err(gv[j], 3.0 * want) <= 1e-12,
+            "v, j = {j}: {} vs {}",
+            gv[j],
+            3.0 * want
+        );
+    }
+
+    // A loop: x₁ ↦ x₁ (1 + x₀/8) eight times, read through sin.
+    fn looped<T: Real>(x: &[T]) -> optic_ad::Result<T> {
+        let [c] = optic_ad::fold(8, [x[1]], |[c]: [T; 1]| [c * (x[0] / 8.0 + 1.0)])?;
+        Ok(c.sin())
+    }
+    let mut d = Directional::new(looped, &[1.0, 1.0], 2).unwrap();
+    assert!(d.array_program().is_some(), "traced on the array trace");
+    let mut want = vec![0.0; 4];
+    Directional::new(looped, &[1.0, 1.0], 3)
+        .unwrap()
+        .eval(&x, &v, &mut want)
+        .unwrap();
+    let got = d.eval_at(&along(&x, &v), &consts(&v)).unwrap();
+    for k in 0..=2 {
+        assert!(err(got[k].re, want[k]) <= 1e-13, "loop, k = {k}");
+        assert!(
+            err(got[k].eps, want[k + 1]) <= 1e-12,
+            "loop, k = {k}: {got:?} vs {want:?}"
+        );
+    }
+
+    // A guard: built where x₀ > 0, evaluated where x₀ < 0 (f = x₀³ x₁
+    // there: d²/dt² = 6 x₀ v₀² x₁ + 6 x₀² v₀ v₁).
+    let branch = |x: &[Tracer]| {
+        if x[0] > 0.0 {
+            x[0].sin() * x[1]
+        } else {
+            x[0].powi(3) * x[1]
+        }
+    };
+    let mut d = Directional::new(branch, &[1.0, 1.0], 2).unwrap();
+    let (a, b) = (-0.5, 2.0);
+    let got = d.eval_at(&along(&[a, b], &v), &consts(&v)).unwrap();
+    let second = 6.0 * a * v[0] * v[0] * b + 6.0 * a * a * v[0] * v[1];
+    assert!(err(got[2].re, second) <= 1e-14, "{got:?}");
+
+    // Lengths, and a function of the array trace at other scalars.
+    assert!(matches!(
+        d.eval_at(&consts(&[1.0]), &consts(&v)),
+        Err(Error::LengthMismatch { .. })
+    ));
+    assert!(matches!(
+        d.eval_at(&consts(&x), &consts(&[1.0, 2.0, 3.0])),
+        Err(Error::LengthMismatch { .. })
+    ));
+    use optic_ad::array::Array;
+    let mut a = Directional::array(|t| Ok(t.map(|s| s.sin()).sum()), &x, 2).unwrap();
+    assert!(matches!(
+        a.eval_at(&consts(&x), &consts(&v)),
+        Err(Error::Unsupported(_))
+    ));
+    assert_eq!(a.eval_at(&x, &v).unwrap().len(), 3);
 }

@@ -3,16 +3,19 @@
 //! array trace, as [`Gradient`](super::Gradient) and [`Hvp`](super::Hvp).
 
 use super::{
-    check_nonempty, directional_jet, run_or_retrace, taylor_or_host, Code, IntoTraced,
-    LeafFunction, OnArray, OnPoint,
+    check_nonempty, directional_jet, is_f64, primals, run_or_retrace, scalar, taylor_or_host,
+    trace_fallible, Code, IntoTraced, LeafFunction, OnArray, OnPoint,
 };
 use crate::array::{trace_scalar, ArrayProgram, LineJets, TArray, TScalar};
 use crate::differentiable::{Differentiable, Point};
 use crate::error::{check_len, Error, Result};
+use crate::functor::forward::pushforward_into;
 use crate::functor::taylor::check_taylor_order;
 use crate::functor::taylor::scale_by_factorials;
 use crate::functor::TaylorProgram;
 use crate::program::trace::Tracer;
+use crate::program::{Builder, Program, Var};
+use crate::real::Real;
 
 /// Compiled directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`,
 /// `k = 0 … K`, of `f : ℝⁿ → ℝ` in Taylor mode (Griewank & Walther,
@@ -38,8 +41,10 @@ use crate::program::trace::Tracer;
 /// [`MAX_TAYLOR_ORDER`](crate::functor::MAX_TAYLOR_ORDER).
 ///
 /// NaN and ∞ follow IEEE 754 as in the evaluation of a
-/// [`TaylorProgram`]. The points are `f64`: inside another trace (tracer
-/// or num-dual points) call [`crate::taylor()`], which nests.
+/// [`TaylorProgram`]. [`Directional::eval`] takes `f64` points; inside
+/// another trace (tracer or num-dual points, so that the derivatives can
+/// be differentiated again) [`Directional::eval_at`] evaluates the same
+/// derivatives by nested forward mode.
 ///
 /// # Example
 ///
@@ -65,6 +70,9 @@ pub struct Directional<F> {
     jet: Vec<f64>,
     /// The leaves of a structured direction ([`Directional::eval_point`]).
     direction: Vec<f64>,
+    /// The program of [`Directional::eval_at`] at points other than
+    /// `f64` ([`directional_program`]), built on first use.
+    generic: Option<Program>,
 }
 
 /// A compiled directional derivative's program: the Taylor program of the
@@ -252,6 +260,7 @@ impl<F: LeafFunction> Directional<F> {
             code,
             jet: Vec::new(),
             direction: Vec::new(),
+            generic: None,
         }
     }
 
@@ -294,6 +303,84 @@ impl<F: LeafFunction> Directional<F> {
         )
     }
 
+    /// `dᵏ/dtᵏ f(x + t v)` at `t = 0`, `k = 0 … K`, at a point and a
+    /// direction of any [`Real`] scalar: tracers, to use the compiled
+    /// derivatives inside another trace (so that they can be
+    /// differentiated again, in `x` or in `v`), or num-dual numbers. At
+    /// `f64` points this is [`Directional::eval`]; otherwise it evaluates
+    /// ∂⃗ᴷ of the traced program along `v` (nested forward mode: ∂⃗ of the
+    /// program of `dᵏ⁻¹/dtᵏ⁻¹`, with the tangent of `xᵢ` set to `vᵢ`, is the
+    /// program of `dᵏ/dtᵏ`), built on first use and kept, because the
+    /// Taylor program runs on `f64` jets only. Nested forward mode doubles
+    /// its terms with each order where Taylor mode grows as `K²`: meant for
+    /// low orders. Allocates its result.
+    ///
+    /// As for [`Gradient::eval_at`](crate::Gradient::eval_at), `f` must not
+    /// close over tracers of an enclosing trace (call [`crate::taylor()`]
+    /// inside the trace for such closures), and where `f` has loops, points
+    /// other than `f64` are served by `f` traced again on the scalar trace
+    /// with its loops unrolled, once. A function of the array trace
+    /// ([`Directional::array`]) is served at `f64` points only.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::LengthMismatch`](crate::Error::LengthMismatch) unless `x`
+    /// and `v` have `n` entries; errors of re-tracing where a guard fails;
+    /// [`Error::CapturedOutsideTrace`](crate::Error::CapturedOutsideTrace)
+    /// if `f` closes over tracers;
+    /// [`Error::Unsupported`](crate::Error::Unsupported) for a function of
+    /// the array trace at scalars other than `f64`.
+    ///
+    /// # Example
+    ///
+    /// ```
+    /// use approx::assert_relative_eq;
+    /// use optic_ad::{gradient, Directional, Real};
+    ///
+    /// // f(x) = x₀² x₁ along v: d³/dt³ = 6 v₀² v₁, whose gradient in v is
+    /// // (12 v₀ v₁, 6 v₀²).
+    /// let mut d = Directional::new(|x| x[0] * x[0] * x[1], &[1.0, 2.0], 3).unwrap();
+    /// let x = [1.0, 2.0];
+    /// let g = gradient(|v| {
+    ///     let x = [x[0].into(), x[1].into()];
+    ///     Ok(d.eval_at(&x, v)?[3])
+    /// }, &[0.5, 3.0]).unwrap();
+    /// assert_relative_eq!(g[0], 12.0 * 0.5 * 3.0);
+    /// assert_relative_eq!(g[1], 6.0 * 0.25);
+    /// ```
+    pub fn eval_at<T: Real>(&mut self, x: &[T], v: &[T]) -> Result<Vec<T>> {
+        check_len("Directional: x", self.n, x.len())?;
+        check_len("Directional: v", self.n, v.len())?;
+        if is_f64::<T>() {
+            let mut out = vec![0.0; self.order + 1];
+            self.eval(&primals(x), &primals(v), &mut out)?;
+            return Ok(out.into_iter().map(T::cst).collect());
+        }
+        let (f, n, order) = (&self.f, self.n, self.order);
+        let xs = primals(x);
+        let built = || -> Result<Option<Program>> {
+            Ok(Some(directional_program(&unrolled(f, &xs)?, n, order)))
+        };
+        if self.generic.is_none() {
+            self.generic = match &self.code {
+                Code::Scalar(t) => Some(directional_program(t.program(), n, order)),
+                // Array programs evaluate on `f64`: `f` traced again on
+                // the scalar trace, its loops unrolled.
+                Code::Hosted(_) => built()?,
+            };
+        }
+        let mut input = Vec::with_capacity(2 * n);
+        input.extend_from_slice(x);
+        input.extend_from_slice(v);
+        run_or_retrace(&mut self.generic, built, |g| match g {
+            Some(g) => g.eval(&input),
+            None => Err(Error::MissingBlock {
+                block: 0,
+                width: 2 * n,
+            }),
+        })
+    }
+
     /// The Taylor program of the scalar trace; `None` where `f` was traced
     /// on the array trace ([`Directional::array_program`]).
     pub fn program(&self) -> Option<&TaylorProgram> {
@@ -312,6 +399,45 @@ impl<F: LeafFunction> Directional<F> {
             Code::Hosted(d) => Some(d.program()),
         }
     }
+}
+
+/// `f` traced at `x` on the scalar trace, its loops unrolled, as one
+/// program of the point's leaves.
+fn unrolled(f: &dyn LeafFunction, x: &[f64]) -> Result<Program> {
+    let traced = trace_fallible(scalar(|t| f.call_leaves(t)), x)?;
+    if !traced.captures.is_empty() {
+        return Err(Error::CapturedOutsideTrace(traced.captures.len()));
+    }
+    Ok(traced.program)
+}
+
+/// The program of `(x, v) ↦ [dᵏ/dtᵏ p(x + t v) at t = 0, k = 0 … K]` for
+/// a program `p` of `n` inputs and one output: ∂⃗ applied `K` times, each
+/// time to the last output only, with the tangent of input `xᵢ` the input
+/// `vᵢ` and that of `vᵢ` a structural zero (the direction is constant
+/// along the line). Each level keeps the outputs before it, so the result
+/// lists the value and every derivative; its `2n` inputs are `x`, then
+/// `v`. Nested forward mode (A. Griewank and A. Walther, "Evaluating
+/// Derivatives", 2nd ed., §13.1).
+fn directional_program(p: &Program, n: usize, order: usize) -> Program {
+    // `p` with the direction as `n` more inputs, read from the first level.
+    let mut b = Builder::with_capacity(p.len());
+    let xs: Vec<Var> = (0..2 * n).map(|_| b.input()).collect();
+    let map = p.inline_into(&mut b, &xs[..n]);
+    let outs: Vec<Var> = p.outputs().iter().map(|o| map[o.index()]).collect();
+    let mut q = b.finish_unchecked(&outs);
+    for _ in 0..order {
+        let mut b = Builder::with_capacity(3 * q.len());
+        let xs: Vec<Var> = (0..2 * n).map(|_| b.input()).collect();
+        let mut xdots: Vec<Option<Var>> = xs[n..].iter().map(|&v| Some(v)).collect();
+        xdots.resize(2 * n, None);
+        let (map, tangent) = pushforward_into(&mut b, &q, &xs, &xdots);
+        let mut outs: Vec<Var> = q.outputs().iter().map(|o| map[o.index()]).collect();
+        let last = q.outputs().last().and_then(|o| tangent[o.index()]);
+        outs.push(last.unwrap_or_else(|| b.constant(0.0)));
+        q = b.finish_unchecked(&outs).into_dce();
+    }
+    q.positive_zero_outputs()
 }
 
 /// The Taylor program of `f` traced at `x`: on the scalar trace, or on the
