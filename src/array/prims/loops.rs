@@ -267,7 +267,6 @@ impl Scan {
     /// or, after a step whose carry is finite in coefficients but not in
     /// derivatives, that step's count, with the carry's coefficients in
     /// `input` for the recurrences to go on from.
-    #[allow(clippy::type_complexity)]
     fn native_steps(
         &self,
         (exe, t): (&Executable, &mut TaylorProgram),
@@ -277,8 +276,8 @@ impl Scan {
         fact: &[f64],
         out: &mut [f64],
     ) -> Result<usize> {
-        let (k, x, p, y, n) = (self.carry, self.xs, self.consts, self.ys(), self.steps);
-        let (w, len) = (fact.len(), self.out_len());
+        let (k, x, p, n) = (self.carry, self.xs, self.consts, self.steps);
+        let w = fact.len();
         for s in 0..n {
             let i = self.index(s);
             for j in 0..x {
@@ -293,11 +292,7 @@ impl Scan {
                 && output.iter().all(|v| v.is_finite())
             {
                 input[..k * w].copy_from_slice(&output[..k * w]);
-                for j in 0..y {
-                    for d in 0..w {
-                        out[d * len + k + j * n + i] = output[(k + j) * w + d] / fact[d];
-                    }
-                }
+                self.write_step(output, w, i, Some(fact), out);
                 continue;
             }
             // The recurrences on the coefficients: the carry's from its
@@ -314,11 +309,7 @@ impl Scan {
                 }
             }
             t.eval(coefficients, output)?;
-            for j in 0..y {
-                for d in 0..w {
-                    out[d * len + k + j * n + i] = output[(k + j) * w + d];
-                }
-            }
+            self.write_step(output, w, i, None, out);
             let held =
                 (0..k * w).all(|q| (output[q] * fact[q % w]).is_finite() || !output[q].is_finite());
             if !held {
@@ -330,6 +321,27 @@ impl Scan {
             }
         }
         Ok(n)
+    }
+
+    /// Writes the per-step outputs of the step at data index `i` from the
+    /// body's output jets (output after output, `w = K + 1` values each)
+    /// into the loop's coefficient-major jets `out`; from derivatives,
+    /// divided by `fact`, where given.
+    fn write_step(
+        &self,
+        output: &[f64],
+        w: usize,
+        i: usize,
+        fact: Option<&[f64]>,
+        out: &mut [f64],
+    ) {
+        let (k, n, len) = (self.carry, self.steps, self.out_len());
+        for j in 0..self.ys() {
+            for d in 0..w {
+                let v = output[(k + j) * w + d];
+                out[d * len + k + j * n + i] = fact.map_or(v, |f| v / f[d]);
+            }
+        }
     }
 
     /// The snapshots of the pullback's checkpointing, if it checkpoints
@@ -873,11 +885,7 @@ impl ArrayPrimitive for Scan {
             }
             t.eval(input, output)?;
             input[..k * w].copy_from_slice(&output[..k * w]);
-            for j in 0..y {
-                for d in 0..w {
-                    out[d * len + k + j * n + i] = output[(k + j) * w + d];
-                }
-            }
+            self.write_step(output, w, i, None, out);
         }
         *steps = steps.saturating_add(n - start);
         for j in 0..k {
