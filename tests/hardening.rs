@@ -18,7 +18,7 @@
 //!   starts at `−0.0`, followed by `atan2(z, −1)`, took the other branch
 //!   (`+π` for `−π`).
 
-use optic_ad::array::{self, Array, Dense, TArray};
+use optic_ad::array::{self, Array, Dense, TArray, TScalar};
 use optic_ad::{
     derivative, fold, gradient, Directional, Error, Gradient, Hvp, Real, Result, Tracer,
 };
@@ -235,4 +235,83 @@ fn negative_zero_values_keep_their_sign() {
         prog.eval(&[&[]]).unwrap()[0][0].to_bits(),
         0.0_f64.to_bits()
     );
+}
+
+/// The array tier keeps a value's `−0.0` where plain `f64` does: a
+/// concatenation (it added a `+0` padding), the maximum (it added a mean
+/// offset from `+0`), the rows of a matrix–vector product on num-dual
+/// (four rows at a time summed from `+0`, the last from `−0`), and an
+/// empty sum of a broadcast scalar is `+0` (it folded `0 · s` to `−0`).
+#[test]
+fn array_operations_keep_negative_zero() {
+    use num_dual::Dual64;
+    use optic_ad::array::{Dense, Matrix};
+    use std::sync::Arc;
+    let neg = |v: f64| v == 0.0 && v.is_sign_negative();
+    let cat = array::trace(|x: &[TArray]| Ok(x[0].concat(&x[1])), &[&[-0.0], &[-0.0]]).unwrap();
+    let out = cat.eval(&[&[-0.0], &[-0.0]]).unwrap();
+    assert!(out[0].iter().all(|&v| neg(v)), "concat: {out:?}");
+    for x in [&[-0.0][..], &[-0.0, -1.0], &[-0.0, -0.0]] {
+        let max = array::trace(|t: &[TArray]| t[0].max(), &[x]).unwrap();
+        let out = max.eval(&[x]).unwrap();
+        assert!(neg(out[0][0]), "traced max of {x:?}: {out:?}");
+        assert!(
+            neg(Dense::new(x.to_vec()).max().unwrap()),
+            "Dense max of {x:?}"
+        );
+    }
+    let empty = |t: &[TArray]| Ok(TArray::fill(t[0].sum(), 0)?.sum().atan2(TScalar::cst(-1.0)));
+    let prog = array::trace(empty, &[&[-0.5]]).unwrap();
+    assert_eq!(prog.eval(&[&[-0.5]]).unwrap()[0][0], std::f64::consts::PI);
+    // Five rows: one block of four and one row on its own.
+    let m = Arc::new(Matrix::new(5, 1, vec![1.0; 5]).unwrap());
+    let y = Dense::<Dual64>::matvec(&m, &Dense::new(vec![Dual64::from(-0.0)])).unwrap();
+    assert!(y.0.iter().all(|v| neg(v.re)), "{y:?}");
+}
+
+/// A `0.0` in user code is a value: `x − x` is `+0` and `x · 0.0` has the
+/// sign of `x`, as in `f64` (before, both were folded to the structural
+/// `−0`, which sent `atan2(·, −1)` to the `−π` branch for `x − x` and for
+/// `x · 0.0` at `x > 0`). The transforms' structural zero (`−0.0`) still
+/// folds products away.
+#[test]
+fn user_zeros_are_values() {
+    fn a<T: Real>(p: &[T]) -> Result<T> {
+        Ok((p[0] - p[0]).atan2(T::cst(-1.0)) + p[0] * p[0])
+    }
+    fn b<T: Real>(p: &[T]) -> Result<T> {
+        Ok((p[0] * 0.0).atan2(T::cst(-1.0)) + p[0] * p[0])
+    }
+    fn c<T: Real>(p: &[T]) -> Result<T> {
+        let [z] = fold(10, [p[0]], |[c]: [T; 1]| [c * 0.0])?;
+        Ok(p[0] * p[0] * p[0] + z.atan2(T::cst(-1.0)))
+    }
+    type F = fn(&[f64]) -> Result<f64>;
+    type G = fn(&[Tracer]) -> Result<Tracer>;
+    type Case = (F, G, fn(f64) -> f64);
+    // With the second derivative in p₀: 2 (from p₀²), and 6 p₀ (from p₀³).
+    let cases: [Case; 3] = [(a, a, |_| 2.0), (b, b, |_| 2.0), (c, c, |x| 6.0 * x)];
+    for (plain, traced, second) in cases {
+        for x in [1.5, -1.5] {
+            let p = [x];
+            let want = plain(&p).unwrap();
+            let mut g = [0.0];
+            let v = Gradient::new(traced, &p).unwrap().eval(&p, &mut g).unwrap();
+            assert_eq!(v.to_bits(), want.to_bits(), "x = {x}: {v} vs {want}");
+            let mut d = [0.0; 3];
+            Directional::new(traced, &p, 2)
+                .unwrap()
+                .eval(&p, &[1.0], &mut d)
+                .unwrap();
+            assert_eq!(d[0].to_bits(), want.to_bits(), "x = {x}: {d:?}");
+            assert_eq!(d[2], second(x), "x = {x}: {d:?}");
+        }
+    }
+    let mut bld = optic_ad::Builder::new();
+    let x = bld.input();
+    let structural = bld.zero();
+    assert_eq!(bld.mul(x, structural), structural);
+    let user = bld.constant(0.0);
+    assert_ne!(bld.mul(x, user), user);
+    assert_ne!(bld.sub(x, x), structural);
 }

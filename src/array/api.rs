@@ -7,7 +7,7 @@ use std::sync::Arc;
 use super::ir::Matrix;
 use super::kernels::{
     axis_len, broadcast_axis_into, matmul_into, matrix_len, matvec_dims, sum4, sum_axis_into,
-    transpose_into, MatMulDims,
+    transpose_into, MatMulDims, SUM_START,
 };
 use crate::error::{check_len, Error, Result};
 use crate::real::Real;
@@ -512,7 +512,9 @@ impl<T: Real> Array for Dense<T> {
         check_len("max: operand (at least)", 1, self.len().min(1))?;
         // m + Σᵢ (xᵢ − m)·[xᵢ = m] / count: the value is m exactly, and
         // the tangent is the mean of the tangents at the maximum whatever
-        // the scalar max's own convention at ties.
+        // the scalar max's own convention at ties. Each term is written
+        // −(m − xᵢ) and the sum starts from −0, so that it is −0 where the
+        // terms are zero and m keeps its sign of zero.
         let (zero, one) = (T::cst(0.0), T::cst(1.0));
         let m = self.0.iter().copied().reduce(T::max).unwrap_or(zero);
         let ind: Vec<T> = self
@@ -525,7 +527,7 @@ impl<T: Real> Array for Dense<T> {
             .0
             .iter()
             .zip(&ind)
-            .fold(zero, |s, (&x, &i)| s + (x - m) * i);
+            .fold(T::cst(SUM_START), |s, (&x, &i)| s + (-(m - x)) * i);
         Ok(m + excess / count)
     }
 

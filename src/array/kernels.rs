@@ -175,7 +175,7 @@ pub(crate) fn rows_dot<T: Real>(data: &[T], cols: usize, x: &[T], out: &mut [T])
     let mut quads = out.chunks_exact_mut(4);
     let mut blocks = data.chunks_exact(4 * cols);
     for (o, block) in (&mut quads).zip(&mut blocks) {
-        let mut acc = [[T::cst(0.0); 4]; 4];
+        let mut acc = [[T::cst(SUM_START); 4]; 4];
         for j in (0..head).step_by(4) {
             let xs = &x[j..j + 4];
             for (r, a) in acc.iter_mut().enumerate() {

@@ -411,14 +411,7 @@ impl Array for TArray {
 
     fn concat(&self, other: &Self) -> Self {
         let n = self.len + other.len;
-        array_of(
-            with_top(&[self.h(), other.h()], |b, v| {
-                let a = b.pad(v[0], 0, n);
-                let c = b.pad(v[1], self.len, n);
-                b.add(a, c)
-            }),
-            n,
-        )
+        array_of(with_top(&[self.h(), other.h()], |b, v| b.concat(v)), n)
     }
 
     // The rank-2 operations record their matrices as matrices (values of

@@ -679,17 +679,23 @@ const EMPTY: u32 = u32::MAX;
 ///
 /// # Structural zeros and NaN
 ///
-/// The builder rewrites `x · 0 → 0`, `0 / x → 0` and `x − x → 0` without
-/// looking at `x`. A zero produced this way is a *structural* zero (the
-/// `Zero` of the ChainRules design notes): it means "no dependence", so a
-/// derived program gives `0`, not `NaN`, where an infinite or NaN
-/// intermediate meets a zero cotangent. It is written as the constant
-/// `−0.0` ([`Builder::zero`]), because `a + (−0) = a` holds exactly for
-/// every `a`: adding a structural zero is then folded away. Every other
-/// rewrite is exact in IEEE 754 (`a + (−0) → a`, `a − (+0) → a`,
-/// `(−0) − b → −b`, `a · 1 → a`, `a + (−b) → a − b`, `(−a)(−b) → ab`, …);
-/// in particular a user's `x + 0.0` is kept, since `−0 + 0 = +0`. Values
-/// that do flow follow IEEE 754.
+/// The transforms write a *structural* zero (the `Zero` of the ChainRules
+/// design notes) where a cotangent or tangent is known to be zero: it
+/// means "no dependence", so a derived program gives `0`, not `NaN`, where
+/// an infinite or NaN intermediate meets it. It is the constant `−0.0`
+/// ([`Builder::zero`]), because `a + (−0) = a` holds exactly for every
+/// `a`: adding it is folded away, and the builder rewrites `x · (−0) → −0`
+/// and `(−0) / x → −0` without looking at `x`. A constant `+0.0` (a user's
+/// `0.0`) is a value: `x · 0.0` is computed, since its sign and its NaN at
+/// `x = ±∞` depend on `x`. `x − x` is rewritten to `+0`, which IEEE 754
+/// gives for every finite `x` (for `x = ±∞` or NaN it gives `+0`, not
+/// NaN: the one rewrite that does not look at a value). Every other
+/// rewrite is exact in IEEE 754 (`a − (+0) → a`, `(−0) − b → −b`,
+/// `a · 1 → a`, `a + (−b) → a − b`, `(−a)(−b) → ab`, …); in particular a
+/// user's `x + 0.0` is kept, since `−0 + 0 = +0`. So a traced program
+/// computes what the same code computes on `f64`, sign of zero included,
+/// but for a literal `−0.0` in the traced code, which is taken for a
+/// structural zero.
 ///
 /// # Example
 ///

@@ -121,8 +121,9 @@ impl Primitive for Sub {
             return Some(b.neg(r));
         }
         if l == r {
-            // Structural: x − x is 0 whatever x is.
-            return Some(b.zero());
+            // x − x is +0 for every finite x (IEEE 754, round to nearest);
+            // for a NaN or ∞ x it stays +0, not NaN (see `Builder`).
+            return Some(b.constant(0.0));
         }
         // a − (−b) = a + b, exactly.
         if let Some(nr) = b.negated(r) {
@@ -161,8 +162,12 @@ impl Primitive for Mul {
     fn simplify(b: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
         let (l, r) = (x[0], x[1]);
         for (p, q) in [(l, r), (r, l)] {
+            // Only the structural zero (−0.0) folds a product: the sign of
+            // x · (+0), and NaN at x = ±∞, depend on x.
+            if b.is_structural_zero(p) {
+                return Some(b.zero());
+            }
             match b.constant_of(p) {
-                Some(0.0) => return Some(b.zero()),
                 Some(1.0) => return Some(q),
                 Some(-1.0) => return Some(b.neg(q)),
                 _ => {}
@@ -231,7 +236,7 @@ impl Primitive for Div {
     }
     fn simplify(b: &mut Builder, x: &[Var], _: i32) -> Option<Var> {
         let (l, r) = (x[0], x[1]);
-        if b.constant_of(l) == Some(0.0) {
+        if b.is_structural_zero(l) {
             return Some(b.zero());
         }
         match b.constant_of(r) {

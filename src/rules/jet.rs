@@ -277,8 +277,10 @@ pub(crate) fn conv(a: &[f64], b: &[f64], k: usize) -> f64 {
 /// The sums it skips add only zeros, so the fast paths below give the
 /// plain sums' bits (`+ 0.0` keeps their sign of zero) wherever those
 /// hold no NaN; where an infinite coefficient makes a plain sum `0 · ∞`,
-/// they give the `0 · ∞ = 0` sums' value, in every coefficient (the
-/// general kernels rerun those only where a NaN shows at a jet's end).
+/// they give the `0 · ∞ = 0` sums' value, in every coefficient past the
+/// constant term (the general kernels rerun those only where a NaN shows
+/// at a jet's end). The constant term of a product is the `f64` product
+/// `a₀ b₀` on every path, NaN at `0 · ∞` as the primal value is.
 #[inline(always)]
 fn is_linear(x: &[f64]) -> bool {
     x.get(2..).is_none_or(|t| t.iter().all(|&v| v == 0.0))

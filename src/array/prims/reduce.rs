@@ -89,6 +89,10 @@ impl ArrayPrimitive for Sum {
         if b.shape(s) != Shape::Scalar {
             return None;
         }
+        if n == 0 {
+            // An empty sum is +0 (`n · s` would fold to the structural −0).
+            return Some(b.fill(0.0, Shape::Scalar));
+        }
         Some(b.map(times_body(n as f64), &[s])[0])
     }
 }
@@ -361,12 +365,15 @@ impl ArrayPrimitive for MaxAt {
         // The first selected value plus the mean offset of the others, so
         // that the mean of equal values (the maximum itself) is exact.
         let mut first = None;
-        let mut offset = 0.0;
+        // (From −0, so that one selected value is itself, sign of zero
+        // and all.)
+        let mut offset = SUM_START;
         for (&xi, &ti) in x.iter().zip(t.iter()) {
             if xi == m {
                 match first {
                     None => first = Some(ti),
-                    Some(f) => offset += ti - f,
+                    // (−(f − tᵢ), not tᵢ − f: −0 where tᵢ = f.)
+                    Some(f) => offset += -(f - ti),
                 }
             }
         }
