@@ -315,3 +315,48 @@ fn user_zeros_are_values() {
     assert_ne!(bld.mul(x, user), user);
     assert_ne!(bld.sub(x, x), structural);
 }
+
+/// The drivers' own zeros at tracer points are structural: the seeds of
+/// `jacobian` and `hessian` beside the 1, and the `t` of `taylor`'s line
+/// `x + t v`. So a row of the Jacobian does not meet another row's
+/// infinite partial (`∂√y₀/∂y₀ = ∞` at `y₀ = 0` would give `0 · ∞ = NaN`
+/// in row 1), and `taylor`'s value at `x = −0` keeps its sign.
+#[test]
+fn driver_seeds_inside_traces_are_structural() {
+    use optic_ad::{hessian, jacobian, taylor, typenum::U1};
+    let g = gradient(
+        |x| {
+            let j = jacobian(|y| Ok(vec![y[0].sqrt(), y[1] * y[1]]), x)?;
+            Ok(j[1][0] + j[1][1])
+        },
+        &[0.0, 1.5],
+    )
+    .unwrap();
+    assert_eq!(g, vec![0.0, 2.0]);
+    let g = gradient(
+        |x| {
+            let h = hessian(|y| y[0].sqrt() + y[1] * y[1] * y[1], x)?;
+            Ok(h[1][1])
+        },
+        &[0.0, 1.5],
+    )
+    .unwrap();
+    assert_eq!(g, vec![0.0, 6.0]);
+    // taylor at the point −0 (a constant of the outer trace) along x₀:
+    // its value atan2(−0, −1) = −π.
+    let (y, g) = optic_ad::value_and_gradient(
+        |x| {
+            let z = [Tracer::cst(-0.0)];
+            let d = taylor::<U1, _, _>(
+                |y: &[Tracer]| y[0].atan2(Tracer::cst(-1.0)),
+                &z[..],
+                &[x[0]],
+            )?;
+            Ok(d[0] + d[1])
+        },
+        &[2.0],
+    )
+    .unwrap();
+    // d[1] = ∂ atan2(y, −1)/∂y · v = −v at y = −0.
+    assert_eq!((y, g), (-std::f64::consts::PI - 2.0, vec![-1.0]));
+}

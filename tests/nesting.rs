@@ -480,3 +480,48 @@ fn directional_at_tracer_and_dual_points() {
     ));
     assert_eq!(a.eval_at(&x, &v).unwrap().len(), 3);
 }
+
+/// `Directional::eval_at` after `eval_point` moved to a point with other
+/// data fields: the program of `eval_at` is traced again with them (before,
+/// it kept the old harmonic: a silent wrong answer).
+#[test]
+fn directional_eval_at_follows_the_data_fields() {
+    use optic_ad::Differentiable;
+    #[derive(Clone, Differentiable)]
+    struct Wave<T> {
+        amplitude: T,
+        phase: T,
+        #[differentiable(skip)]
+        harmonic: usize,
+    }
+    fn wave<T: Real>(w: &Wave<T>) -> T {
+        w.amplitude * (w.phase * w.harmonic as f64).sin()
+    }
+    let at = |h: usize| Wave {
+        amplitude: 2.0,
+        phase: 0.3,
+        harmonic: h,
+    };
+    let v = Wave {
+        amplitude: 0.5,
+        phase: 1.0,
+        harmonic: 0,
+    };
+    let mut d = Directional::structured(wave, &at(3), 2).unwrap();
+    let duals = |w: &Wave<f64>| vec![Dual64::from(w.amplitude), Dual64::from(w.phase)];
+    let dir = [Dual64::from(v.amplitude), Dual64::from(v.phase)];
+    let mut out = [0.0; 3];
+    for h in [3, 5] {
+        d.eval_point(&at(h), &v, &mut out).unwrap();
+        let got = d.eval_at(&duals(&at(h)), &dir).unwrap();
+        for k in 0..3 {
+            assert!(
+                err(got[k].re, out[k]) <= 1e-14,
+                "h = {h}: {got:?} vs {out:?}"
+            );
+        }
+    }
+    // h = 5: d²/dt² of (2 + t/2) sin(5 (0.3 + t)) = 2·(1/2)·5 cos(1.5) − 2·25 sin(1.5).
+    let want = 5.0 * 1.5_f64.cos() - 50.0 * 1.5_f64.sin();
+    assert!(err(out[2], want) <= 1e-14, "{out:?} vs {want}");
+}

@@ -496,7 +496,7 @@ impl<T: Real> Array for Dense<T> {
     }
 
     fn cumsum(&self) -> Self {
-        let mut acc = T::cst(0.0);
+        let mut acc = T::cst(SUM_START);
         Dense(
             self.0
                 .iter()

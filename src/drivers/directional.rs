@@ -233,7 +233,12 @@ where
         let (x, old) = self.f.take_leaves("Directional: point", p)?;
         if old.is_some() {
             match build(&self.f, &x, self.order) {
-                Ok(code) => self.code = code,
+                Ok(code) => {
+                    self.code = code;
+                    // The program of `eval_at` was traced with the old
+                    // data fields: built again on its next call.
+                    self.generic = None;
+                }
                 Err(e) => {
                     self.f.restore(x, old);
                     return Err(e);

@@ -14,6 +14,7 @@ use crate::differentiable::{Point, Tangent};
 use crate::error::{check_len, Result};
 use crate::functor::forward;
 use crate::functor::nested::nest;
+use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::trace::Tracer;
 use crate::program::StagedWorkspace;
 use crate::program::Workspace;
@@ -347,14 +348,16 @@ fn jacobian_flat<T: Real>(
     };
     let (n, total, m) = (x.len(), p.n_inputs(), p.n_outputs());
     let joint = nest(&p, 1)?.positive_zero_outputs(); // [x, ȳ] -> [y, x̄]
-    inputs.extend(std::iter::repeat_n(T::cst(0.0), m));
+                                                      // The seeds' zeros are structural (−0.0): on tracers a product with
+                                                      // one folds away, and meets no infinite partial.
+    inputs.extend(std::iter::repeat_n(T::cst(STRUCTURAL_ZERO), m));
     let mut ws = Workspace::new();
     let mut out = vec![T::cst(0.0); m + total];
     let mut rows = Vec::with_capacity(m);
     for i in 0..m {
         inputs[total + i] = T::cst(1.0);
         joint.eval_with(&mut ws, &inputs, &mut out)?;
-        inputs[total + i] = T::cst(0.0);
+        inputs[total + i] = T::cst(STRUCTURAL_ZERO);
         rows.push(out[m..m + n].to_vec());
     }
     Ok(rows)
@@ -543,12 +546,13 @@ fn hessian_flat<T: Real>(
         return Ok(rows);
     }
     let (_, m) = staged.run(HvpSplit::LEFT, &[], &inputs)?;
-    let mut e = vec![T::cst(0.0); n];
+    // Structural zeros (−0.0) beside the 1, as in `jacobian_flat`.
+    let mut e = vec![T::cst(STRUCTURAL_ZERO); n];
     let mut rows = Vec::with_capacity(n);
     for i in 0..n {
         e[i] = T::cst(1.0);
         rows.push(staged.run(HvpSplit::RIGHT, &m, &e)?.0);
-        e[i] = T::cst(0.0);
+        e[i] = T::cst(STRUCTURAL_ZERO);
     }
     Ok(rows)
 }

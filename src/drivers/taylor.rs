@@ -15,6 +15,7 @@ use crate::differentiable::Point;
 use crate::error::{check_len, Result};
 use crate::functor::taylor::scale_by_factorials;
 use crate::functor::{MaxTaylorOrder, TaylorProgram};
+use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::trace::Tracer;
 use crate::program::Program;
 use crate::real::Real;
@@ -107,7 +108,7 @@ where
         return Ok(cast_array(&out));
     }
     let (q, mut inputs) = directional_program(f, x, v, N::to_usize())?;
-    inputs[0] = T::cst(0.0);
+    inputs[0] = T::cst(STRUCTURAL_ZERO);
     to_array(q.eval(&inputs)?)
 }
 
@@ -123,7 +124,9 @@ fn directional_program<T: Real, R: IntoTraced<Tracer>>(
 ) -> Result<(Program, Vec<T>)> {
     let n = x.len();
     let mut point = Vec::with_capacity(1 + 2 * n);
-    point.push(T::cst(0.0));
+    // t = −0.0, the structural zero: on tracers `t v` folds away and
+    // `x + t v` is `x` exactly, sign of zero included.
+    point.push(T::cst(STRUCTURAL_ZERO));
     point.extend_from_slice(x);
     point.extend_from_slice(v);
     let line = |z: &[Tracer]| {

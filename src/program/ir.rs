@@ -694,8 +694,8 @@ const EMPTY: u32 = u32::MAX;
 /// `a · 1 → a`, `a + (−b) → a − b`, `(−a)(−b) → ab`, …); in particular a
 /// user's `x + 0.0` is kept, since `−0 + 0 = +0`. So a traced program
 /// computes what the same code computes on `f64`, sign of zero included,
-/// but for a literal `−0.0` in the traced code, which is taken for a
-/// structural zero.
+/// but for `x − x` at `x = ±∞` or NaN and for a literal `−0.0` in the
+/// traced code, which is taken for a structural zero.
 ///
 /// # Example
 ///
