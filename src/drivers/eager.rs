@@ -348,8 +348,9 @@ fn jacobian_flat<T: Real>(
     };
     let (n, total, m) = (x.len(), p.n_inputs(), p.n_outputs());
     let joint = nest(&p, 1)?.positive_zero_outputs(); // [x, ȳ] -> [y, x̄]
-                                                      // The seeds' zeros are structural (−0.0): on tracers a product with
-                                                      // one folds away, and meets no infinite partial.
+
+    // The seeds' zeros are structural (−0.0): on tracers a product with
+    // one folds away, and meets no infinite partial.
     inputs.extend(std::iter::repeat_n(T::cst(STRUCTURAL_ZERO), m));
     let mut ws = Workspace::new();
     let mut out = vec![T::cst(0.0); m + total];
