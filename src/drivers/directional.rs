@@ -2,19 +2,20 @@
 //! [`Directional`], one type for functions of scalar tracers and of the
 //! array trace, as [`Gradient`](super::Gradient) and [`Hvp`](super::Hvp).
 
+use super::taylor::directional_program;
 use super::{
-    check_nonempty, directional_jet, is_f64, primals, run_or_retrace, scalar, taylor_or_host,
-    trace_fallible, Code, IntoTraced, LeafFunction, OnArray, OnPoint,
+    check_nonempty, directional_jet, is_f64, primals, run_or_retrace, taylor_or_host, Code,
+    IntoTraced, LeafFunction, OnArray, OnPoint,
 };
 use crate::array::{trace_scalar, ArrayProgram, LineJets, TArray, TScalar};
 use crate::differentiable::{Differentiable, Point};
 use crate::error::{check_len, Error, Result};
-use crate::functor::forward::pushforward_into;
 use crate::functor::taylor::check_taylor_order;
 use crate::functor::taylor::scale_by_factorials;
 use crate::functor::TaylorProgram;
+use crate::program::ir::STRUCTURAL_ZERO;
 use crate::program::trace::Tracer;
-use crate::program::{Builder, Program, Var};
+use crate::program::Program;
 use crate::real::Real;
 
 /// Compiled directional derivatives `dᵏ/dtᵏ f(x + t v)` at `t = 0`,
@@ -71,7 +72,8 @@ pub struct Directional<F> {
     /// The leaves of a structured direction ([`Directional::eval_point`]).
     direction: Vec<f64>,
     /// The program of [`Directional::eval_at`] at points other than
-    /// `f64` ([`directional_program`]), built on first use.
+    /// `f64` (that of [`crate::taylor()`] there: ∂⃗ᴷ along the line),
+    /// built on first use.
     generic: Option<Program>,
 }
 
@@ -313,10 +315,10 @@ impl<F: LeafFunction> Directional<F> {
     /// derivatives inside another trace (so that they can be
     /// differentiated again, in `x` or in `v`), or num-dual numbers. At
     /// `f64` points this is [`Directional::eval`]; otherwise it evaluates
-    /// ∂⃗ᴷ of the traced program along `v` (nested forward mode: ∂⃗ of the
-    /// program of `dᵏ⁻¹/dtᵏ⁻¹`, with the tangent of `xᵢ` set to `vᵢ`, is the
-    /// program of `dᵏ/dtᵏ`), built on first use and kept, because the
-    /// Taylor program runs on `f64` jets only. Nested forward mode doubles
+    /// the program [`crate::taylor()`] builds at such points, `f` traced
+    /// along the line `x + t v` and ∂⃗ applied `K` times in `t` (nested
+    /// forward mode), built on first use and kept, because the Taylor
+    /// program runs on `f64` jets only. Nested forward mode doubles
     /// its terms with each order where Taylor mode grows as `K²`: meant for
     /// low orders. Allocates its result.
     ///
@@ -362,26 +364,25 @@ impl<F: LeafFunction> Directional<F> {
             return Ok(out.into_iter().map(T::cst).collect());
         }
         let (f, n, order) = (&self.f, self.n, self.order);
-        let xs = primals(x);
+        let (xs, vs) = (primals(x), primals(v));
+        // `f` traced on the scalar trace along the line (loops unrolled);
+        // a tracer it captures is refused there.
         let built = || -> Result<Option<Program>> {
-            Ok(Some(directional_program(&unrolled(f, &xs)?, n, order)))
+            let line = |t: &[Tracer]| f.call_leaves(t);
+            Ok(Some(directional_program(line, &xs, &vs, order)?.0))
         };
         if self.generic.is_none() {
-            self.generic = match &self.code {
-                Code::Scalar(t) => Some(directional_program(t.program(), n, order)),
-                // Array programs evaluate on `f64`: `f` traced again on
-                // the scalar trace, its loops unrolled.
-                Code::Hosted(_) => built()?,
-            };
+            self.generic = built()?;
         }
-        let mut input = Vec::with_capacity(2 * n);
+        let mut input = Vec::with_capacity(1 + 2 * n);
+        input.push(T::cst(STRUCTURAL_ZERO));
         input.extend_from_slice(x);
         input.extend_from_slice(v);
         run_or_retrace(&mut self.generic, built, |g| match g {
             Some(g) => g.eval(&input),
             None => Err(Error::MissingBlock {
                 block: 0,
-                width: 2 * n,
+                width: 1 + 2 * n,
             }),
         })
     }
@@ -404,45 +405,6 @@ impl<F: LeafFunction> Directional<F> {
             Code::Hosted(d) => Some(d.program()),
         }
     }
-}
-
-/// `f` traced at `x` on the scalar trace, its loops unrolled, as one
-/// program of the point's leaves.
-fn unrolled(f: &dyn LeafFunction, x: &[f64]) -> Result<Program> {
-    let traced = trace_fallible(scalar(|t| f.call_leaves(t)), x)?;
-    if !traced.captures.is_empty() {
-        return Err(Error::CapturedOutsideTrace(traced.captures.len()));
-    }
-    Ok(traced.program)
-}
-
-/// The program of `(x, v) ↦ [dᵏ/dtᵏ p(x + t v) at t = 0, k = 0 … K]` for
-/// a program `p` of `n` inputs and one output: ∂⃗ applied `K` times, each
-/// time to the last output only, with the tangent of input `xᵢ` the input
-/// `vᵢ` and that of `vᵢ` a structural zero (the direction is constant
-/// along the line). Each level keeps the outputs before it, so the result
-/// lists the value and every derivative; its `2n` inputs are `x`, then
-/// `v`. Nested forward mode (A. Griewank and A. Walther, "Evaluating
-/// Derivatives", 2nd ed., §13.1).
-fn directional_program(p: &Program, n: usize, order: usize) -> Program {
-    // `p` with the direction as `n` more inputs, read from the first level.
-    let mut b = Builder::with_capacity(p.len());
-    let xs: Vec<Var> = (0..2 * n).map(|_| b.input()).collect();
-    let map = p.inline_into(&mut b, &xs[..n]);
-    let outs: Vec<Var> = p.outputs().iter().map(|o| map[o.index()]).collect();
-    let mut q = b.finish_unchecked(&outs);
-    for _ in 0..order {
-        let mut b = Builder::with_capacity(3 * q.len());
-        let xs: Vec<Var> = (0..2 * n).map(|_| b.input()).collect();
-        let mut xdots: Vec<Option<Var>> = xs[n..].iter().map(|&v| Some(v)).collect();
-        xdots.resize(2 * n, None);
-        let (map, tangent) = pushforward_into(&mut b, &q, &xs, &xdots);
-        let mut outs: Vec<Var> = q.outputs().iter().map(|o| map[o.index()]).collect();
-        let last = q.outputs().last().and_then(|o| tangent[o.index()]);
-        outs.push(last.unwrap_or_else(|| b.constant(0.0)));
-        q = b.finish_unchecked(&outs).into_dce();
-    }
-    q.positive_zero_outputs()
 }
 
 /// The Taylor program of `f` traced at `x`: on the scalar trace, or on the

@@ -107,16 +107,17 @@ where
         scale_by_factorials(&mut out);
         return Ok(cast_array(&out));
     }
-    let (q, mut inputs) = directional_program(f, x, v, N::to_usize())?;
-    inputs[0] = T::cst(STRUCTURAL_ZERO);
+    let (q, inputs) = directional_program(f, x, v, N::to_usize())?;
     to_array(q.eval(&inputs)?)
 }
 
-/// For the non-`f64` paths of [`taylor()`] and [`d3`]: traces
-/// `(t, x, v) ↦ f(x + t v)` and returns [`univariate_program`] of it with
-/// the evaluation inputs `[t, x, v, captures]` (`t` to be set by the
-/// caller; `v` may be replaced, at positions `1 + n … 1 + 2n`).
-fn directional_program<T: Real, R: IntoTraced<Tracer>>(
+/// For the non-`f64` paths of [`taylor()`], [`d3`] and
+/// [`Directional::eval_at`](super::Directional::eval_at): traces
+/// `(t, x, v) ↦ f(x + t v)` and returns [`univariate_program`] of it
+/// (outputs `dᵏ/dtᵏ f(x + t v)`, `k = 0 … K`) with the evaluation inputs
+/// `[t, x, v, captures]`, `t = −0.0` (`v` may be replaced, at positions
+/// `1 + n … 1 + 2n`).
+pub(super) fn directional_program<T: Real, R: IntoTraced<Tracer>>(
     f: impl FnOnce(&[Tracer]) -> R,
     x: &[T],
     v: &[T],
